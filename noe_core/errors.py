@@ -1,0 +1,98 @@
+"""Every error noe_core raises, as types a caller can catch by meaning.
+
+    NoeError
+    ├── InvalidInput              bad input from a user or the API server: never retried
+    │   ├── InvalidReference      an image reference that does not follow the distribution grammar
+    │   ├── InvalidPlatform       a platform string such as ``linux/arm64/v8`` that cannot be read
+    │   ├── InvalidObject         a malformed AdmissionReview, Pod or DaemonSet
+    │   └── InvalidSettings       a configuration value that cannot work (start-up stops on it)
+    ├── ManifestError             a manifest or config blob that cannot be read
+    │   └── UnsupportedManifest   a known but unsupported format (Docker schema 1)
+    └── RegistryError             the registry could not answer usefully
+        ├── AuthError             401/403 with no credentials that work
+        ├── DigestMismatch        the body does not hash to the digest it was fetched by
+        └── DeadlineExceeded      the lookup ran out of time
+
+Messages name the offending input and say what to check; they never carry a
+credential, a token or the content of a Secret.
+"""
+
+from __future__ import annotations
+
+
+class NoeError(Exception):
+    """Base of every error raised by noe_core."""
+
+
+class InvalidInput(NoeError, ValueError):
+    """Input that will never become valid by retrying."""
+
+
+class InvalidReference(InvalidInput):
+    """An image reference that does not follow the distribution reference grammar."""
+
+    def __init__(self, reference: str, reason: str) -> None:
+        self.reference = reference
+        self.reason = reason
+        super().__init__(f"invalid image reference {reference!r}: {reason}")
+
+
+class InvalidPlatform(InvalidInput):
+    """A platform string that cannot be read."""
+
+    def __init__(self, platform: str, reason: str) -> None:
+        self.platform = platform
+        self.reason = reason
+        super().__init__(f"invalid platform {platform!r}: {reason}")
+
+
+class InvalidObject(InvalidInput):
+    """A malformed AdmissionReview, Pod or DaemonSet."""
+
+
+class InvalidSettings(InvalidInput):
+    """A setting that cannot work; start-up stops with this message."""
+
+
+class ManifestError(NoeError):
+    """A manifest or image config that cannot be parsed."""
+
+
+class UnsupportedManifest(ManifestError):
+    """A recognised manifest format that noe does not read (Docker schema 1)."""
+
+
+class RegistryError(NoeError):
+    """A registry answer that does not give the image's platforms.
+
+    ``temporary`` says whether the same request may succeed later (5xx, 429,
+    timeouts); permanent errors (404, 401 without credentials) are not retried.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        registry: str = "",
+        status: int | None = None,
+        temporary: bool = False,
+    ) -> None:
+        self.registry = registry
+        self.status = status
+        self.temporary = temporary
+        super().__init__(message)
+
+
+class AuthError(RegistryError):
+    """The registry refused access and no configured credential worked."""
+
+
+class DigestMismatch(RegistryError):
+    """A body fetched by digest does not hash to that digest."""
+
+
+class DeadlineExceeded(RegistryError):
+    """The lookup did not finish before its deadline."""
+
+    def __init__(self, message: str, *, registry: str = "") -> None:
+        super().__init__(message, registry=registry, temporary=True)

@@ -1,0 +1,181 @@
+"""Platforms (os / architecture / variant / os.version) and their normalisation.
+
+Registries and build tools spell the same CPU in several ways (``x86_64``,
+``aarch64``, ``armhf``…). Kubernetes nodes label themselves with Go's names
+(``kubernetes.io/arch=amd64``), so every platform is mapped onto those names
+before it is compared. ``arm64`` and ``arm64/v8`` are the same platform: they
+compare equal, while ``str()`` keeps the variant the registry wrote.
+
+The textual form follows containerd: ``os[(os.version)]/architecture[/variant]``,
+e.g. ``linux/arm64/v8`` or ``windows(10.0.17763.5122)/amd64``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from noe_core.errors import InvalidPlatform
+
+UNKNOWN = "unknown"
+
+_OS_ALIASES = {"macos": "darwin"}
+_COMPONENT = re.compile(r"^[a-z0-9._-]+$")
+_OS_WITH_VERSION = re.compile(r"^(?P<os>[^()]*)\((?P<version>[^()]*)\)$")
+
+
+def normalize_os(os_name: str) -> str:
+    """Lower-case an OS name and map aliases (``macos`` → ``darwin``)."""
+    lowered = os_name.strip().lower()
+    return _OS_ALIASES.get(lowered, lowered)
+
+
+def normalize_architecture(architecture: str, variant: str = "") -> tuple[str, str]:
+    """Map an architecture and variant onto Go/Kubernetes names.
+
+    The variant is kept as written where it carries no ambiguity (``arm64/v8``
+    stays ``v8`` so that output matches the registry); use :meth:`Platform.key`
+    to compare.
+    """
+    arch = architecture.strip().lower()
+    var = variant.strip().lower()
+    if arch in ("x86_64", "x86-64", "amd64"):
+        return "amd64", "" if var == "v1" else var
+    if arch in ("aarch64", "arm64"):
+        if var in ("8", "v8", "v8.0"):
+            var = "v8"
+        elif var in ("9", "9.0", "v9.0"):
+            var = "v9"
+        return "arm64", var
+    if arch in ("i386", "i486", "i586", "i686", "x86", "386"):
+        return "386", ""
+    if arch == "armhf":
+        return "arm", "v7"
+    if arch == "armel":
+        return "arm", "v6"
+    if arch in ("arm", "armv7", "armv7l", "armv6", "armv6l", "armv5", "armv5l", "armv8l"):
+        implied = re.match(r"^armv(\d)", arch)
+        if implied and not var:
+            var = implied.group(1)
+        if var in ("", "7"):
+            var = "v7"
+        elif var in ("5", "6", "8"):
+            var = f"v{var}"
+        return "arm", var
+    if arch in ("ppc64el",):
+        return "ppc64le", var
+    if arch in ("x390x",):
+        return "s390x", var
+    return arch, var
+
+
+@dataclass(frozen=True, eq=False)
+class Platform:
+    """A platform as a registry describes it, with architecture aliases resolved.
+
+    Build one with :meth:`Platform.of` (normalises) or :func:`parse_platform`.
+    Equality and hashing use :meth:`key`, so ``linux/arm64`` == ``linux/arm64/v8``.
+    """
+
+    os: str
+    architecture: str
+    variant: str = ""
+    os_version: str = ""
+    os_features: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def of(
+        cls,
+        os: str = "",
+        architecture: str = "",
+        variant: str = "",
+        os_version: str = "",
+        os_features: tuple[str, ...] = (),
+    ) -> Platform:
+        arch, var = normalize_architecture(architecture, variant)
+        return cls(normalize_os(os), arch, var, os_version.strip(), tuple(os_features))
+
+    def key(self) -> tuple[str, str, str, str]:
+        """The comparison key: defaults that mean nothing are dropped (arm64 ``v8``, arm ``v7``)."""
+        variant = self.variant
+        if self.architecture == "arm64" and variant == "v8":
+            variant = ""
+        return (self.os, self.architecture, variant, self.os_version)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Platform):
+            return NotImplemented
+        return self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __lt__(self, other: Platform) -> bool:
+        return self.key() < other.key()
+
+    @property
+    def is_unknown(self) -> bool:
+        """True for buildkit's ``unknown/unknown`` placeholder (attestations) and similar."""
+        return self.os == UNKNOWN or self.architecture == UNKNOWN
+
+    @property
+    def is_complete(self) -> bool:
+        """True when both OS and architecture are known (strict namespaces require it)."""
+        return bool(self.os) and bool(self.architecture) and not self.is_unknown
+
+    def __str__(self) -> str:
+        os_part = f"{self.os}({self.os_version})" if self.os_version else self.os
+        parts = [os_part, self.architecture]
+        if self.variant:
+            parts.append(self.variant)
+        return "/".join(parts)
+
+    def to_json(self) -> dict[str, str]:
+        """The OCI image-spec shape: variant and ``os.version`` only when present."""
+        out = {"os": self.os, "architecture": self.architecture}
+        if self.variant:
+            out["variant"] = self.variant
+        if self.os_version:
+            out["os.version"] = self.os_version
+        return out
+
+
+def _check_component(text: str, value: str, what: str) -> None:
+    if not value:
+        raise InvalidPlatform(text, f"empty {what}")
+    if not _COMPONENT.match(value):
+        raise InvalidPlatform(text, f"{what} {value!r} has characters outside [a-z0-9._-]")
+
+
+def parse_platform(text: str) -> Platform:
+    """Parse ``os[(os.version)]/arch[/variant]``; a lone word is an architecture.
+
+    ``linux/arm64/v8``, ``linux/amd64``, ``windows(10.0.17763)/amd64``, ``arm64``.
+    """
+    if not isinstance(text, str):
+        raise InvalidPlatform(repr(text), "a platform must be a string such as 'linux/arm64'")
+    stripped = text.strip()
+    if not stripped or stripped != text:
+        raise InvalidPlatform(text, "empty or surrounded by whitespace")
+    parts = stripped.split("/")
+    if len(parts) > 3:
+        raise InvalidPlatform(text, "expected os/architecture[/variant]")
+    if len(parts) == 1:
+        arch = parts[0].lower()
+        _check_component(text, arch, "architecture")
+        return Platform.of("", arch)
+    os_part = parts[0]
+    os_version = ""
+    match = _OS_WITH_VERSION.match(os_part)
+    if match:
+        os_part, os_version = match.group("os"), match.group("version")
+        if not os_version:
+            raise InvalidPlatform(text, "empty os.version in parentheses")
+    os_name = os_part.lower()
+    arch = parts[1].lower()
+    variant = parts[2].lower() if len(parts) == 3 else ""
+    _check_component(text, os_name, "os")
+    _check_component(text, arch, "architecture")
+    if len(parts) == 3:
+        _check_component(text, variant, "variant")
+    return Platform.of(os_name, arch, variant, os_version)
