@@ -1,0 +1,252 @@
+"""Policy settings and the flag syntax operators write them in.
+
+Values are normalised as they are built (``x86_64`` → ``amd64``, lists →
+frozensets) so the policy compares like with like; :meth:`PolicySettings.validate`
+rejects combinations that cannot work, so start-up stops instead of the webhook
+misplacing pods later.
+
+``--arch-tolerations`` syntax, one entry per architecture taint, comma separated::
+
+    arch=key=value:effect   Equal toleration        arm64=arch=arm64:NoSchedule
+    arch=key:effect         Exists toleration       arm64=arch:NoSchedule
+    arch=key=value          Equal, every effect     arm64=arch=arm64
+    arch=key                Exists, every effect    arm64=dedicated
+
+An omitted effect produces a toleration without ``effect``, which Kubernetes
+reads as "all effects" (NoSchedule, PreferNoSchedule and NoExecute).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from noe_core.errors import InvalidSettings
+from noe_core.platform import normalize_architecture, normalize_os
+
+PREFERRED_ARCH_LABEL = "arch.noe.adevinta.com/preferred"
+"""Pod label through which a pod overrides the configured preferred architecture."""
+
+PreferenceMode = Literal["soft", "required"]
+PREFERENCE_MODES: tuple[PreferenceMode, ...] = ("soft", "required")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+_ARCH_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def parse_list(text: str) -> tuple[str, ...]:
+    """Split a comma-separated flag value: blanks trimmed, empty items and repeats dropped.
+
+    ``"a, b,,c"`` → ``("a", "b", "c")``; order is kept so messages follow the flag.
+    """
+    seen: dict[str, None] = {}
+    for item in text.split(","):
+        stripped = item.strip()
+        if stripped:
+            seen.setdefault(stripped, None)
+    return tuple(seen)
+
+
+def normalize_arch_name(name: str) -> str:
+    """Normalise an architecture as a node label spells it (``x86_64`` → ``amd64``).
+
+    Variants are dropped (``arm/v7`` → ``arm``): ``kubernetes.io/arch`` carries none.
+    """
+    arch, _variant = normalize_architecture(name.split("/", 1)[0])
+    return arch
+
+
+def is_label_key(key: str) -> bool:
+    """True for a Kubernetes label key: optional DNS-subdomain prefix and a ≤63-char name."""
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix:
+        return False
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
+
+
+def is_label_value(value: str) -> bool:
+    """True for a Kubernetes label value (≤63 chars, may be empty)."""
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
+def _check_arch(name: str, what: str) -> None:
+    if not name or not _ARCH_NAME.match(name):
+        raise InvalidSettings(f"{what}: {name!r} is not an architecture name such as amd64 or arm64")
+
+
+@dataclass(frozen=True)
+class ArchToleration:
+    """The toleration to add to pods allowed on ``arch``, for nodes tainted ``key[=value]:effect``.
+
+    ``value`` ``None`` means operator ``Exists``; ``effect`` ``""`` means every effect.
+    """
+
+    arch: str
+    key: str
+    value: str | None = None
+    effect: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arch", normalize_arch_name(self.arch))
+
+    @property
+    def operator(self) -> str:
+        return "Exists" if self.value is None else "Equal"
+
+    def to_toleration(self) -> dict[str, str]:
+        """The pod-spec toleration, with only the fields that carry meaning."""
+        out = {"key": self.key, "operator": self.operator}
+        if self.value is not None:
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        return out
+
+    def validate(self) -> None:
+        _check_arch(self.arch, "--arch-tolerations")
+        if not is_label_key(self.key):
+            raise InvalidSettings(f"--arch-tolerations: {self.key!r} is not a valid taint key")
+        if self.value is not None and not is_label_value(self.value):
+            raise InvalidSettings(f"--arch-tolerations: {self.value!r} is not a valid taint value")
+        if self.effect and self.effect not in TAINT_EFFECTS:
+            raise InvalidSettings(
+                f"--arch-tolerations: effect {self.effect!r} must be one of {', '.join(TAINT_EFFECTS)}"
+            )
+
+    def __str__(self) -> str:
+        text = f"{self.arch}={self.key}"
+        if self.value is not None:
+            text += f"={self.value}"
+        if self.effect:
+            text += f":{self.effect}"
+        return text
+
+
+def parse_arch_tolerations(text: str) -> tuple[ArchToleration, ...]:
+    """Parse ``--arch-tolerations`` (see the module docstring for the syntax)."""
+    out: list[ArchToleration] = []
+    for entry in parse_list(text):
+        arch, sep, rest = entry.partition("=")
+        if not sep or not arch.strip() or not rest:
+            raise InvalidSettings(
+                f"--arch-tolerations: {entry!r} must read arch=key=value:effect, "
+                "e.g. arm64=arch=arm64:NoSchedule"
+            )
+        effect = ""
+        if ":" in rest:
+            rest, effect = rest.rsplit(":", 1)
+            if not effect:
+                raise InvalidSettings(f"--arch-tolerations: {entry!r} has an empty effect after ':'")
+        key, sep, value = rest.partition("=")
+        toleration = ArchToleration(arch.strip(), key, value if sep else None, effect)
+        toleration.validate()
+        if toleration not in out:
+            out.append(toleration)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """What the placement policy needs to know about the cluster and the operator's wishes."""
+
+    preferred_arch: str = "amd64"
+    schedulable_archs: frozenset[str] = field(default_factory=frozenset)
+    system_os: str = "linux"
+    match_node_labels: tuple[str, ...] = ()
+    strict_namespaces: frozenset[str] = field(default_factory=frozenset)
+    arch_tolerations: tuple[ArchToleration, ...] = ()
+    preference_mode: PreferenceMode = "soft"
+    preferred_arch_weight: int = 100
+
+    def __post_init__(self) -> None:
+        # Accept any iterable (tests and callers pass lists) but store hashable, normalised values.
+        object.__setattr__(
+            self, "preferred_arch", normalize_arch_name(self.preferred_arch) if self.preferred_arch else ""
+        )
+        object.__setattr__(
+            self, "schedulable_archs", frozenset(normalize_arch_name(a) for a in self.schedulable_archs)
+        )
+        object.__setattr__(self, "system_os", normalize_os(self.system_os))
+        object.__setattr__(self, "match_node_labels", tuple(dict.fromkeys(self.match_node_labels)))
+        object.__setattr__(self, "strict_namespaces", frozenset(self.strict_namespaces))
+        object.__setattr__(self, "arch_tolerations", tuple(self.arch_tolerations))
+
+    def validate(self) -> PolicySettings:
+        """Raise :class:`InvalidSettings` for settings that cannot work; return ``self`` otherwise."""
+        for arch in sorted(self.schedulable_archs):
+            _check_arch(arch, "--cluster-schedulable-archs")
+        if self.preferred_arch:
+            _check_arch(self.preferred_arch, "--preferred-arch")
+            if self.schedulable_archs and self.preferred_arch not in self.schedulable_archs:
+                raise InvalidSettings(
+                    f"--preferred-arch {self.preferred_arch} is not in --cluster-schedulable-archs "
+                    f"{','.join(sorted(self.schedulable_archs))}: add it there or change the preference"
+                )
+        if not self.system_os or not _ARCH_NAME.match(self.system_os):
+            raise InvalidSettings(f"--system-os: {self.system_os!r} is not an OS name such as linux")
+        for key in self.match_node_labels:
+            if not is_label_key(key):
+                raise InvalidSettings(f"--match-node-labels: {key!r} is not a valid label key")
+        for namespace in self.strict_namespaces:
+            if not namespace or not _DNS_SUBDOMAIN.match(namespace):
+                raise InvalidSettings(f"--strict-namespaces: {namespace!r} is not a namespace name")
+        for toleration in self.arch_tolerations:
+            toleration.validate()
+        if self.preference_mode not in PREFERENCE_MODES:
+            raise InvalidSettings(
+                f"--preference-mode: {self.preference_mode!r} must be 'soft' or 'required'"
+            )
+        weight = self.preferred_arch_weight
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise InvalidSettings(f"--preferred-arch-weight: {weight!r} must be an integer from 1 to 100")
+        return self
+
+    @classmethod
+    def from_flags(
+        cls,
+        *,
+        preferred_arch: str = "amd64",
+        cluster_schedulable_archs: str = "",
+        system_os: str = "linux",
+        match_node_labels: str = "",
+        strict_namespaces: str = "",
+        arch_tolerations: str = "",
+        preference_mode: str = "soft",
+        preferred_arch_weight: int | str = 100,
+    ) -> PolicySettings:
+        """Build validated settings from flag / environment strings, as the CLI receives them."""
+        try:
+            weight = int(str(preferred_arch_weight).strip())
+        except ValueError:
+            raise InvalidSettings(
+                f"--preferred-arch-weight: {preferred_arch_weight!r} must be an integer from 1 to 100"
+            ) from None
+        mode = preference_mode.strip().lower()
+        if mode not in PREFERENCE_MODES:
+            raise InvalidSettings(f"--preference-mode: {preference_mode!r} must be 'soft' or 'required'")
+        return cls(
+            preferred_arch=preferred_arch.strip(),
+            schedulable_archs=frozenset(parse_list(cluster_schedulable_archs)),
+            system_os=system_os.strip(),
+            match_node_labels=parse_list(match_node_labels),
+            strict_namespaces=frozenset(parse_list(strict_namespaces)),
+            arch_tolerations=parse_arch_tolerations(arch_tolerations),
+            preference_mode=mode,
+            preferred_arch_weight=weight,
+        ).validate()
+
+    def is_schedulable(self, arch: str) -> bool:
+        """True when the cluster may run ``arch`` (an empty schedulable list allows any)."""
+        return not self.schedulable_archs or arch in self.schedulable_archs
+
+
+def toleration_list(tolerations: Iterable[ArchToleration]) -> str:
+    """Print tolerations back in flag syntax (for logs and ``--explain``)."""
+    return ",".join(str(t) for t in tolerations)
