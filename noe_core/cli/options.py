@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+_GO_LONG_FLAG = re.compile(r"^-[a-z][a-z0-9]*(-[a-z0-9]+)*[a-z0-9](=.*)?$", re.DOTALL)
 
 
 def env_name(flag: str) -> str:
@@ -57,11 +60,7 @@ def go_style_argv(argv: Sequence[str]) -> list[str]:
     Only tokens that look like a long flag are touched: ``-f`` and ``-o`` stay
     short options and ``-`` (stdin) stays a value.
     """
-    out: list[str] = []
-    for token in argv:
-        if token.startswith("-") and not token.startswith("--"):
-            name = token[1:].split("=", 1)[0]
-            if len(name) > 1 and name[0].isalpha() and "-" in name or len(name) > 2 and name.isalpha():
-                token = "-" + token
-        out.append(token)
-    return out
+    return [
+        "-" + token if _GO_LONG_FLAG.match(token) else token
+        for token in argv
+    ]

@@ -1,0 +1,1 @@
+"""noe_core: image references, manifests, platforms and the placement policy of the Noe webhook."""
