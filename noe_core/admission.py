@@ -1,0 +1,125 @@
+"""AdmissionReview in and out (``admission.k8s.io/v1`` and ``v1beta1``).
+
+Parsing is strict and precise because whatever the API server (or a user with
+``noe mutate``) sends that cannot be read must become a 400 naming the field,
+never a 500. The response is built in the request's own apiVersion, since the
+API server rejects an answer in another version.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from noe_core.errors import InvalidObject
+from noe_core.patch import make_patch
+from noe_core.policy import Decision
+
+API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """The parts of an AdmissionReview request noe uses.
+
+    ``kind`` is the object's kind (``Pod``); ``name`` falls back to
+    ``generateName`` (pods of a ReplicaSet have no name yet); ``namespace``
+    falls back from the request to the object's metadata.
+    """
+
+    api_version: str
+    uid: str
+    kind: str
+    operation: str
+    namespace: str
+    name: str
+    obj: dict[str, Any]
+    dry_run: bool = False
+    user: str | None = None
+    sub_resource: str = ""
+
+
+def _field(container: Mapping[str, Any], key: str, path: str, kind: type, *, required: bool) -> Any:
+    value = container.get(key)
+    if value is None:
+        if required:
+            raise InvalidObject(f"{path}.{key} is missing")
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidObject(f"{path}.{key} must be a {kind.__name__}, not {type(value).__name__}")
+    return value
+
+
+def parse_admission_review(doc: object) -> AdmissionRequest:
+    """Read an AdmissionReview document (already JSON-decoded); raise :class:`InvalidObject` if malformed."""
+    if not isinstance(doc, dict):
+        raise InvalidObject(f"an AdmissionReview must be a JSON object, not {type(doc).__name__}")
+    api_version = doc.get("apiVersion")
+    if api_version not in API_VERSIONS:
+        raise InvalidObject(f"apiVersion {api_version!r} is not one of {', '.join(API_VERSIONS)}")
+    if doc.get("kind") != "AdmissionReview":
+        raise InvalidObject(f"kind {doc.get('kind')!r} is not AdmissionReview")
+    request = _field(doc, "request", "AdmissionReview", dict, required=True)
+    uid = _field(request, "uid", "request", str, required=True)
+    if not uid:
+        raise InvalidObject("request.uid is empty")
+    gvk = _field(request, "kind", "request", dict, required=True)
+    kind = _field(gvk, "kind", "request.kind", str, required=True)
+    operation = _field(request, "operation", "request", str, required=True)
+    if operation not in OPERATIONS:
+        raise InvalidObject(f"request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
+    sub_resource = _field(request, "subResource", "request", str, required=False) or ""
+    dry_run = _field(request, "dryRun", "request", bool, required=False) or False
+    obj = request.get("object")
+    if obj is None and operation in ("DELETE", "CONNECT"):
+        obj = {}
+    if not isinstance(obj, dict):
+        what = "missing" if obj is None else f"a {type(obj).__name__}, not an object"
+        raise InvalidObject(f"request.object is {what}")
+    metadata = _field(obj, "metadata", "request.object", dict, required=False) or {}
+    namespace = _field(request, "namespace", "request", str, required=False) or ""
+    if not namespace:
+        namespace = _field(metadata, "namespace", "request.object.metadata", str, required=False) or ""
+    name = _field(request, "name", "request", str, required=False) or ""
+    if not name:
+        name = _field(metadata, "name", "request.object.metadata", str, required=False) or ""
+    if not name:
+        name = _field(metadata, "generateName", "request.object.metadata", str, required=False) or ""
+    user_info = _field(request, "userInfo", "request", dict, required=False) or {}
+    user = _field(user_info, "username", "request.userInfo", str, required=False)
+    return AdmissionRequest(
+        api_version=api_version,
+        uid=uid,
+        kind=kind,
+        operation=operation,
+        namespace=namespace,
+        name=name,
+        obj=obj,
+        dry_run=dry_run,
+        user=user,
+        sub_resource=sub_resource,
+    )
+
+
+def review_response(request: AdmissionRequest, decision: Decision) -> dict[str, Any]:
+    """The AdmissionReview answering ``request``: patch only when changed, 403 status on deny."""
+    response: dict[str, Any] = {"uid": request.uid, "allowed": decision.allowed}
+    if decision.allowed and decision.changed:
+        patch = make_patch(request.obj, decision.obj)
+        if patch:
+            body = json.dumps(patch, separators=(",", ":")).encode()
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(body).decode("ascii")
+    if decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    if not decision.allowed:
+        response["status"] = {
+            "code": 403,
+            "message": decision.message or "denied by noe",
+            "reason": "Forbidden",
+        }
+    return {"apiVersion": request.api_version, "kind": "AdmissionReview", "response": response}

@@ -1,0 +1,191 @@
+"""Editing nodeSelector, node affinity and tolerations without changing what the user meant.
+
+Kubernetes ORs ``nodeSelectorTerms`` and ANDs what is inside one term, so a
+requirement noe adds is ANDed into *every* existing term: appending a term of
+its own would OR it and let the pod through the user's other terms. Every
+helper is idempotent (it never adds what is already there) so mutating a
+mutated pod changes nothing.
+
+Helpers edit the spec they are given in place and return whether they changed
+it; the policy hands them its own deep copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+ARCH_LABEL = "kubernetes.io/arch"
+BETA_ARCH_LABEL = "beta.kubernetes.io/arch"
+ARCH_LABELS = (ARCH_LABEL, BETA_ARCH_LABEL)
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+Requirement = dict[str, Any]
+
+
+def requirement(key: str, operator: str, values: list[str] | None = None) -> Requirement:
+    """A node selector requirement (``matchExpressions`` item)."""
+    out: Requirement = {"key": key, "operator": operator}
+    if values is not None:
+        out["values"] = list(values)
+    return out
+
+
+def _same_requirement(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Equal meaning: same key and operator, same set of values (order does not matter)."""
+    return (
+        a.get("key") == b.get("key")
+        and a.get("operator") == b.get("operator")
+        and sorted(a.get("values") or []) == sorted(b.get("values") or [])
+    )
+
+
+def required_terms(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The required node-selector terms (a read-only view: the list in the spec or a new empty one)."""
+    affinity = spec.get("affinity") or {}
+    node_affinity = affinity.get("nodeAffinity") or {}
+    required = node_affinity.get(REQUIRED) or {}
+    terms: list[dict[str, Any]] = required.get("nodeSelectorTerms") or []
+    return terms
+
+
+def _is_empty_term(term: Mapping[str, Any] | None) -> bool:
+    return not term or (not term.get("matchExpressions") and not term.get("matchFields"))
+
+
+def architecture_selection(spec: Mapping[str, Any]) -> str | None:
+    """Say how the pod already chooses its architecture, or ``None`` when it does not.
+
+    A pod that sets ``kubernetes.io/arch`` (or the beta label) itself, or that is
+    pinned to one node by ``matchFields metadata.name`` (DaemonSet pods), is left
+    alone: its author, or the DaemonSet controller, already decided.
+    """
+    selector = spec.get("nodeSelector") or {}
+    for label in ARCH_LABELS:
+        if label in selector:
+            return f"nodeSelector sets {label}={selector[label]}"
+    for index, term in enumerate(required_terms(spec)):
+        for expression in (term or {}).get("matchExpressions") or []:
+            if expression.get("key") in ARCH_LABELS:
+                return f"required node affinity term {index} has a {expression['key']} expression"
+        for expression in (term or {}).get("matchFields") or []:
+            if expression.get("key") == "metadata.name":
+                return f"required node affinity term {index} pins the node by metadata.name"
+    return None
+
+
+def _node_affinity(spec: dict[str, Any]) -> dict[str, Any]:
+    affinity = spec.get("affinity")
+    if not isinstance(affinity, dict):
+        affinity = spec["affinity"] = {}
+    node_affinity = affinity.get("nodeAffinity")
+    if not isinstance(node_affinity, dict):
+        node_affinity = affinity["nodeAffinity"] = {}
+    return node_affinity
+
+
+def has_required(spec: Mapping[str, Any], expression: Mapping[str, Any]) -> bool:
+    """True when every non-empty required term already carries ``expression``."""
+    terms = [t for t in required_terms(spec) if not _is_empty_term(t)]
+    if not terms:
+        return False
+    return all(
+        any(_same_requirement(e, expression) for e in term.get("matchExpressions") or []) for term in terms
+    )
+
+
+def require(spec: dict[str, Any], expression: Requirement) -> bool:
+    """AND ``expression`` into every required term; add one term when there is none.
+
+    An empty term matches no node in Kubernetes; adding to it would widen the pod's
+    placement, so empty terms are left as they are.
+    """
+    terms = required_terms(spec)
+    if not terms:
+        node_affinity = _node_affinity(spec)
+        required = node_affinity.get(REQUIRED)
+        if not isinstance(required, dict):
+            required = node_affinity[REQUIRED] = {}
+        required["nodeSelectorTerms"] = [{"matchExpressions": [dict(expression)]}]
+        return True
+    changed = False
+    for term in terms:
+        if _is_empty_term(term):
+            continue
+        expressions = term.get("matchExpressions")
+        if not isinstance(expressions, list):
+            expressions = term["matchExpressions"] = []
+        if not any(_same_requirement(e, expression) for e in expressions):
+            expressions.append(dict(expression))
+            changed = True
+    return changed
+
+
+def prefer(spec: dict[str, Any], expression: Requirement, weight: int) -> bool:
+    """Add a preferred term for ``expression`` unless one with the same single expression exists."""
+    node_affinity = _node_affinity_view(spec)
+    for item in node_affinity.get(PREFERRED) or []:
+        expressions = ((item or {}).get("preference") or {}).get("matchExpressions") or []
+        fields = ((item or {}).get("preference") or {}).get("matchFields") or []
+        if len(expressions) == 1 and not fields and _same_requirement(expressions[0], expression):
+            return False
+    node_affinity = _node_affinity(spec)
+    preferred = node_affinity.get(PREFERRED)
+    if not isinstance(preferred, list):
+        preferred = node_affinity[PREFERRED] = []
+    preferred.append({"weight": weight, "preference": {"matchExpressions": [dict(expression)]}})
+    return True
+
+
+def _node_affinity_view(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (spec.get("affinity") or {}).get("nodeAffinity") or {}
+
+
+def select(spec: dict[str, Any], key: str, value: str) -> bool:
+    """Set ``nodeSelector[key] = value`` unless it is already so."""
+    selector = spec.get("nodeSelector")
+    if not isinstance(selector, dict):
+        selector = spec["nodeSelector"] = {}
+    if selector.get(key) == value:
+        return False
+    selector[key] = value
+    return True
+
+
+def _effects_covered(existing: str, wanted: str) -> bool:
+    return not existing or existing == wanted
+
+
+def covers(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """True when toleration ``existing`` tolerates every taint ``wanted`` tolerates."""
+    if not _effects_covered(existing.get("effect") or "", wanted.get("effect") or ""):
+        return False
+    # A time-limited NoExecute toleration is weaker than a permanent one.
+    if (
+        existing.get("tolerationSeconds") is not None
+        and wanted.get("tolerationSeconds") is None
+        and (existing.get("effect") or "NoExecute") == "NoExecute"
+    ):
+        return False
+    existing_op = existing.get("operator") or "Equal"
+    wanted_op = wanted.get("operator") or "Equal"
+    existing_key = existing.get("key") or ""
+    if existing_op == "Exists" and not existing_key:
+        return True
+    if existing_key != (wanted.get("key") or ""):
+        return False
+    if existing_op == "Exists":
+        return True
+    return wanted_op == "Equal" and (existing.get("value") or "") == (wanted.get("value") or "")
+
+
+def tolerate(spec: dict[str, Any], toleration: Mapping[str, Any]) -> bool:
+    """Add ``toleration`` unless an existing one already tolerates the same taints."""
+    tolerations = spec.get("tolerations")
+    if any(covers(t or {}, toleration) for t in tolerations or []):
+        return False
+    if not isinstance(tolerations, list):
+        tolerations = spec["tolerations"] = []
+    tolerations.append(dict(toleration))
+    return True
