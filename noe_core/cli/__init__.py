@@ -1,0 +1,47 @@
+"""The ``noe`` command's offline and registry subcommands: ``mutate`` and ``inspect``.
+
+``noe_web.cli`` adds ``serve`` and ``certs`` on top; ``python -m noe_core.cli``
+offers these two without the web extra installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from noe_core.cli.options import go_style_argv
+
+SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+
+def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentParser:
+    """The ``noe`` parser with ``mutate`` and ``inspect``, plus the ``extra`` subcommands."""
+    from noe_core.cli.inspect import add_inspect_parser  # noqa: PLC0415
+    from noe_core.cli.mutate import add_mutate_parser  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(
+        prog="noe",
+        description="Place Kubernetes pods on nodes whose CPU architecture every image supports.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_mutate_parser(subparsers)
+    add_inspect_parser(subparsers)
+    for add in extra:
+        add(subparsers)
+    return parser
+
+
+def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
+    """Parse ``argv`` (Go-style ``-flag`` accepted) and run the chosen subcommand.
+
+    Usage errors exit 2 through argparse; subcommands return their own status.
+    """
+    args = go_style_argv(list(sys.argv[1:] if argv is None else argv))
+    ns = parser.parse_args(args)
+    status: int = ns.run(ns)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(argv, build_parser())
