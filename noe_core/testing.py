@@ -1,0 +1,324 @@
+"""Builders and a scheduler predicate for testing placement policies offline.
+
+Users check what noe will do to their workloads without a cluster::
+
+    from noe_core import testing
+    from noe_core.policy import decide
+    from noe_core.settings import PolicySettings
+
+    pod = testing.pod(images=["app:1"], labels={"team": "a"})
+    decision = decide(pod, kind="Pod", operation="CREATE", namespace="default",
+                      lookups=testing.platforms({"app:1": ["linux/arm64"]}),
+                      settings=PolicySettings())
+    assert testing.schedulable(decision.obj, testing.node("n1", "arm64"))
+    assert not testing.schedulable(decision.obj, testing.node("n2", "amd64"))
+
+:func:`schedulable` implements the kube-scheduler filters that depend on
+the pod spec alone (NodeName, NodeAffinity incl. nodeSelector, TaintToleration),
+so tests can assert what a patch *means* rather than its exact shape.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from noe_core.errors import InvalidObject
+from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure
+from noe_core.platform import parse_platform
+
+__all__ = [
+    "admission_review",
+    "daemonset",
+    "node",
+    "parse_taint",
+    "platforms",
+    "pod",
+    "schedulable",
+    "tolerates",
+]
+
+
+def _pod_spec(
+    images: Sequence[str],
+    *,
+    init_images: Sequence[str],
+    node_selector: Mapping[str, str] | None,
+    affinity: Mapping[str, Any] | None,
+    tolerations: Sequence[Mapping[str, Any]] | None,
+    node_name: str | None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [{"name": f"c{index}", "image": image} for index, image in enumerate(images)]
+    }
+    if init_images:
+        spec["initContainers"] = [
+            {"name": f"init{index}", "image": image} for index, image in enumerate(init_images)
+        ]
+    if node_selector is not None:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity is not None:
+        spec["affinity"] = _plain(affinity)
+    if tolerations is not None:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    if node_name:
+        spec["nodeName"] = node_name
+    return spec
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-shaped deep copy, so builders never share state with the caller."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def pod(
+    images: Sequence[str] = ("nginx:1.27",),
+    init_images: Sequence[str] = (),
+    *,
+    labels: Mapping[str, str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+    node_name: str | None = None,
+    name: str = "test-pod",
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A v1 Pod as the API server sends it to a webhook at CREATE."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": _pod_spec(
+            images,
+            init_images=init_images,
+            node_selector=node_selector,
+            affinity=affinity,
+            tolerations=tolerations,
+            node_name=node_name,
+        ),
+    }
+
+
+def daemonset(
+    images: Sequence[str] = ("nginx:1.27",),
+    init_images: Sequence[str] = (),
+    *,
+    labels: Mapping[str, str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+    name: str = "test-ds",
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """An apps/v1 DaemonSet whose pod template carries ``labels`` (also used as its selector)."""
+    template_labels = dict(labels) if labels else {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": dict(template_labels)},
+            "template": {
+                "metadata": {"labels": template_labels},
+                "spec": _pod_spec(
+                    images,
+                    init_images=init_images,
+                    node_selector=node_selector,
+                    affinity=affinity,
+                    tolerations=tolerations,
+                    node_name=None,
+                ),
+            },
+        },
+    }
+
+
+_GROUPS = {"Pod": ("", "v1", "pods"), "DaemonSet": ("apps", "v1", "daemonsets")}
+
+
+def admission_review(
+    obj: Mapping[str, Any],
+    operation: str = "CREATE",
+    *,
+    api_version: str = "admission.k8s.io/v1",
+    dry_run: bool = False,
+    namespace: str | None = None,
+    uid: str | None = None,
+    old_object: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The AdmissionReview the API server would POST for ``obj`` (a Pod or DaemonSet)."""
+    kind = str(obj.get("kind", "Pod"))
+    group, version, resource = _GROUPS.get(kind, ("", "v1", kind.lower() + "s"))
+    metadata = obj.get("metadata") or {}
+    ns = namespace if namespace is not None else str(metadata.get("namespace", "default"))
+    request: dict[str, Any] = {
+        "uid": uid or str(uuid.uuid4()),
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": resource},
+        "requestKind": {"group": group, "version": version, "kind": kind},
+        "requestResource": {"group": group, "version": version, "resource": resource},
+        "name": str(metadata.get("name", "")),
+        "namespace": ns,
+        "operation": operation,
+        "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+        "object": _plain(obj),
+        "oldObject": _plain(old_object) if old_object is not None else None,
+        "dryRun": dry_run,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": f"{operation.title()}Options"},
+    }
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "request": request}
+
+
+def platforms(answers: Mapping[str, Sequence[str] | str]) -> dict[str, Lookup]:
+    """Lookups from plain data: a list of platform strings, or a string that is the failure reason."""
+    out: dict[str, Lookup] = {}
+    for image, value in answers.items():
+        if isinstance(value, str):
+            out[image] = LookupFailure(value)
+        else:
+            out[image] = ImagePlatforms(tuple(parse_platform(p) for p in value))
+    return out
+
+
+def parse_taint(text: str) -> dict[str, str]:
+    """``key[=value]:Effect`` → a node taint."""
+    body, sep, effect = text.rpartition(":")
+    if not sep or not body:
+        raise ValueError(f"taint {text!r} must read key[=value]:Effect")
+    key, has_value, value = body.partition("=")
+    taint = {"key": key, "effect": effect}
+    if has_value:
+        taint["value"] = value
+    return taint
+
+
+def node(
+    name: str,
+    arch: str,
+    os: str = "linux",
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: Iterable[Mapping[str, str] | str] = (),
+) -> dict[str, Any]:
+    """A v1 Node with the well-known labels the kubelet sets; ``arch`` may carry a variant (``arm/v7``)."""
+    arch_label = arch.split("/", 1)[0]
+    node_labels = {
+        "kubernetes.io/arch": arch_label,
+        "beta.kubernetes.io/arch": arch_label,
+        "kubernetes.io/os": os,
+        "beta.kubernetes.io/os": os,
+        "kubernetes.io/hostname": name,
+    }
+    node_labels.update(labels or {})
+    spec: dict[str, Any] = {}
+    taint_list = [parse_taint(t) if isinstance(t, str) else dict(t) for t in taints]
+    if taint_list:
+        spec["taints"] = taint_list
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}, "spec": spec}
+
+
+def _spec_of(pod_or_spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    kind = pod_or_spec.get("kind")
+    if kind == "DaemonSet":
+        template: Mapping[str, Any] = pod_or_spec.get("spec", {}).get("template", {})
+        return template.get("spec") or {}
+    if kind == "Pod" or ("spec" in pod_or_spec and "containers" not in pod_or_spec):
+        return pod_or_spec.get("spec") or {}
+    return pod_or_spec
+
+
+def _matches(requirement: Mapping[str, Any], value: str | None) -> bool:
+    """One requirement against one node value (``None`` = the label is absent)."""
+    operator = requirement.get("operator")
+    values = list(requirement.get("values") or [])
+    if operator == "In":
+        return value is not None and value in values
+    if operator == "NotIn":
+        return value is None or value not in values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt"):
+        if value is None or len(values) != 1:
+            return False
+        try:
+            have, want = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > want if operator == "Gt" else have < want
+    raise InvalidObject(f"unknown node selector operator {operator!r}")
+
+
+def _term_matches(term: Mapping[str, Any] | None, labels: Mapping[str, str], name: str) -> bool:
+    """A term matches when it has at least one requirement and all of them match (empty matches none)."""
+    expressions = (term or {}).get("matchExpressions") or []
+    fields = (term or {}).get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    for expression in expressions:
+        if not _matches(expression, labels.get(expression.get("key", ""))):
+            return False
+    for expression in fields:
+        value = name if expression.get("key") == "metadata.name" else None
+        if expression.get("operator") not in ("In", "NotIn") or not _matches(expression, value):
+            return False
+    return True
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Kubernetes' ``Toleration.ToleratesTaint``."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != taint.get("key"):
+        return False
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def schedulable(pod_or_spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """True when kube-scheduler's spec-only filters let the pod run on ``node``.
+
+    nodeName, nodeSelector, required node affinity (terms ORed, requirements ANDed,
+    ``matchFields metadata.name``) and taints: NoSchedule and NoExecute taints must be
+    tolerated; PreferNoSchedule never blocks. Preferences only rank nodes, so they
+    are ignored here.
+    """
+    spec = _spec_of(pod_or_spec)
+    metadata = node.get("metadata") or {}
+    name = str(metadata.get("name", ""))
+    labels: Mapping[str, str] = metadata.get("labels") or {}
+    node_name = spec.get("nodeName")
+    if node_name and node_name != name:
+        return False
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required is not None:
+        terms = required.get("nodeSelectorTerms") or []
+        if not any(_term_matches(term, labels, name) for term in terms):
+            return False
+    tolerations = spec.get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return False
+    return True
