@@ -1,0 +1,180 @@
+"""Docker client configuration and Kubernetes image pull Secrets, read as keychains.
+
+Three shapes carry the same ``registry key → entry`` map:
+
+* docker ``config.json`` and the ``.dockerconfigjson`` key of a
+  ``kubernetes.io/dockerconfigjson`` Secret: ``{"auths": {KEY: ENTRY}}``;
+* the legacy ``~/.dockercfg`` and the ``.dockercfg`` key of a
+  ``kubernetes.io/dockercfg`` Secret: ``{KEY: ENTRY}`` at top level.
+
+An ENTRY carries ``auth`` (base64 of ``user:password``, which wins as in the
+docker CLI and the kubelet), or ``username``/``password``, and optionally
+``identitytoken`` (an OAuth2 refresh token: see :class:`~noe_core.keychain.Credential`).
+``email`` and ``registrytoken`` are ignored. An entry with none of these is
+skipped: ``docker login`` writes such empty entries when a ``credsStore`` holds
+the secret. ``credsStore`` and ``credHelpers`` run programs of the docker CLI
+that the webhook's image does not ship, so they are ignored, with a log line.
+
+KEYs are kubelet image patterns (:mod:`noe_core.hostmatch`, with ``https://``
+and ``/v1/``/``/v2/`` dropped), so ``https://index.docker.io/v1/`` is Docker Hub.
+
+Errors name the source and the key, never a value: a Secret's content must not
+reach a log or an admission warning.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from noe_core.errors import InvalidSettings
+from noe_core.hostmatch import ImagePattern, parse_image_pattern
+from noe_core.keychain import Credential, FileKeychain, Keychain, StaticKeychain
+
+log = logging.getLogger(__name__)
+
+DOCKER_CONFIG_JSON_TYPE = "kubernetes.io/dockerconfigjson"
+DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"
+DOCKERCFG_TYPE = "kubernetes.io/dockercfg"
+DOCKERCFG_KEY = ".dockercfg"
+
+_HELPER_KEYS = ("credsStore", "credHelpers")
+
+
+def _decode_json(data: bytes | str, source: str) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        # JSONDecodeError's message gives the position, never the document.
+        where = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise InvalidSettings(f"{source}: not valid JSON{where}") from None
+
+
+def _entry_credential(key: str, entry: object, source: str) -> Credential | None:
+    if not isinstance(entry, Mapping):
+        raise InvalidSettings(f"{source}: the entry for {key!r} must be an object")
+    fields: dict[str, str] = {}
+    for name in ("auth", "username", "password", "identitytoken"):
+        value = entry.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidSettings(f"{source}: {name!r} of the entry for {key!r} must be a string")
+        fields[name] = value
+    username, password = fields.get("username", ""), fields.get("password", "")
+    auth = fields.get("auth", "")
+    if auth:
+        try:
+            decoded = base64.b64decode(auth, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise InvalidSettings(f"{source}: 'auth' of the entry for {key!r} is not base64 text") from None
+        username, colon, password = decoded.partition(":")
+        if not colon:
+            raise InvalidSettings(
+                f"{source}: 'auth' of the entry for {key!r} must encode 'username:password' (no ':' found)"
+            )
+    token = fields.get("identitytoken", "")
+    if not (username or password or token):
+        return None
+    try:
+        return Credential(username, password, source, identity_token=token)
+    except InvalidSettings as exc:
+        raise InvalidSettings(f"{source}: entry for {key!r}: {exc}") from None
+
+
+def _auths_keychain(auths: object, source: str) -> StaticKeychain:
+    if not isinstance(auths, Mapping):
+        raise InvalidSettings(f"{source}: the registry map must be an object of registry → credentials")
+    entries: list[tuple[ImagePattern, Credential]] = []
+    for key, entry in auths.items():
+        if not isinstance(key, str):  # pragma: no cover - JSON keys are strings
+            raise InvalidSettings(f"{source}: registry keys must be strings")
+        try:
+            pattern = parse_image_pattern(key, docker_config_key=True)
+        except InvalidSettings as exc:
+            raise InvalidSettings(f"{source}: {exc}") from None
+        credential = _entry_credential(key, entry, source)
+        if credential is None:
+            log.debug("%s: entry %r has no inline credentials, skipped", source, key)
+            continue
+        entries.append((pattern, credential))
+    return StaticKeychain(entries)
+
+
+def keychain_from_docker_config(
+    data: bytes | str | Mapping[str, Any], source: str, *, legacy: bool = False
+) -> StaticKeychain:
+    """A keychain from a ``config.json`` document (``legacy=True``: a ``.dockercfg`` one).
+
+    ``source`` names where it came from in credentials and error messages,
+    e.g. ``"docker config /root/.docker/config.json"``.
+    """
+    document = data if isinstance(data, Mapping) else _decode_json(data, source)
+    if not isinstance(document, Mapping):
+        raise InvalidSettings(f"{source}: the document must be a JSON object")
+    if legacy:
+        return _auths_keychain(document, source)
+    helpers = [key for key in _HELPER_KEYS if document.get(key)]
+    if helpers:
+        log.info("%s: %s ignored; only credentials written inline under 'auths' are used", source,
+                 " and ".join(helpers))
+    auths = document.get("auths")
+    return _auths_keychain({} if auths is None else auths, source)
+
+
+def keychain_from_pull_secret(secret: Mapping[str, Any], source: str | None = None) -> StaticKeychain:
+    """A keychain from an image pull Secret as the Kubernetes API returns it (base64 ``data``).
+
+    Like the kubelet, only the two docker Secret types are read, each from its
+    own key; any other Secret is an error naming it, so a mistyped
+    ``imagePullSecrets`` entry is reported instead of silently pulling anonymously.
+    """
+    if not isinstance(secret, Mapping):
+        raise InvalidSettings(f"{source or 'image pull Secret'}: a Secret must be an object")
+    metadata = secret.get("metadata")
+    if source is None:
+        namespace = name = "?"
+        if isinstance(metadata, Mapping):
+            namespace = str(metadata.get("namespace") or "?")
+            name = str(metadata.get("name") or "?")
+        source = f"imagePullSecret {namespace}/{name}"
+    secret_type = secret.get("type")
+    if secret_type == DOCKER_CONFIG_JSON_TYPE:
+        key, legacy = DOCKER_CONFIG_JSON_KEY, False
+    elif secret_type == DOCKERCFG_TYPE:
+        key, legacy = DOCKERCFG_KEY, True
+    else:
+        raise InvalidSettings(
+            f"{source}: type {secret_type!r} is not an image pull Secret type "
+            f"({DOCKER_CONFIG_JSON_TYPE!r} or {DOCKERCFG_TYPE!r}); the kubelet ignores it too"
+        )
+    data = secret.get("data")
+    encoded = data.get(key) if isinstance(data, Mapping) else None
+    if not isinstance(encoded, str) or not encoded:
+        raise InvalidSettings(f"{source}: data[{key!r}] is missing or empty")
+    try:
+        payload = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidSettings(f"{source}: data[{key!r}] is not base64") from None
+    return keychain_from_docker_config(payload, source, legacy=legacy)
+
+
+def keychain_from_file(path: str | os.PathLike[str], *, legacy: bool | None = None) -> Keychain:
+    """A keychain from a docker config file on disk, re-read when the file changes.
+
+    ``legacy=None`` reads a file named ``.dockercfg`` in the legacy shape and
+    anything else as ``config.json``. Raises :class:`InvalidSettings` if the
+    file cannot be read at start-up.
+    """
+    text_path = os.fspath(path)
+    is_legacy = os.path.basename(text_path) == ".dockercfg" if legacy is None else legacy
+
+    def load(data: bytes, source: str) -> Keychain:
+        return keychain_from_docker_config(data, source, legacy=is_legacy)
+
+    return FileKeychain(text_path, load, f"docker config {text_path}")
