@@ -1,0 +1,124 @@
+"""Locating the pod spec and its images, and rejecting malformed shapes with a precise path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from noe_core import testing
+from noe_core.errors import InvalidObject
+from noe_core.workload import check_workload, images_of, pod_labels, pod_spec
+
+
+def test_images_of_pod_in_order_deduplicated_empty_ignored() -> None:
+    pod = testing.pod(images=["a:1", "", "b:1", "a:1"], init_images=["init:1", "b:1"])
+    assert images_of(pod, "Pod") == ["a:1", "b:1", "init:1"]
+
+
+def test_images_of_daemonset_template() -> None:
+    ds = testing.daemonset(images=["agent:1"], init_images=["setup:1"])
+    assert images_of(ds, "DaemonSet") == ["agent:1", "setup:1"]
+
+
+def test_missing_image_is_ignored_and_ephemeral_containers_are_not_read() -> None:
+    pod = testing.pod(images=["a"])
+    pod["spec"]["containers"].append({"name": "noimage"})
+    pod["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox"}]
+    assert images_of(pod, "Pod") == ["a"]
+
+
+def test_pod_without_spec_has_no_images() -> None:
+    assert images_of({"metadata": {}}, "Pod") == []
+
+
+def test_pod_spec_returns_the_object_itself_for_editing() -> None:
+    pod = testing.pod()
+    pod_spec(pod, "Pod")["nodeSelector"] = {"a": "b"}
+    assert pod["spec"]["nodeSelector"] == {"a": "b"}
+    ds = testing.daemonset()
+    pod_spec(ds, "DaemonSet")["x"] = 1
+    assert ds["spec"]["template"]["spec"]["x"] == 1
+
+
+def test_labels() -> None:
+    assert pod_labels(testing.pod(labels={"a": "1"}), "Pod") == {"a": "1"}
+    assert pod_labels(testing.daemonset(labels={"b": "2"}), "DaemonSet") == {"b": "2"}
+    assert pod_labels({"spec": {}}, "Pod") == {}
+
+
+def _with(path: list[str | int], value: Any, kind: str = "Pod") -> dict[str, Any]:
+    obj: dict[str, Any] = testing.pod(images=["a", "b"]) if kind == "Pod" else testing.daemonset(images=["a"])
+    target: Any = obj
+    for step in path[:-1]:
+        if isinstance(target, dict) and step not in target:
+            target[step] = {}
+        target = target[step]
+    target[path[-1]] = value
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (["spec", "containers", 1, "image"], 3, r"spec.containers\[1\].image must be a string, not int"),
+        (["spec", "containers"], {"a": 1}, "spec.containers must be a list"),
+        (["spec", "containers", 0], "nginx", r"spec.containers\[0\] must be an object"),
+        (["spec", "initContainers"], "x", "spec.initContainers must be a list"),
+        (["spec", "nodeSelector"], ["a"], "spec.nodeSelector must be an object"),
+        (["spec", "nodeSelector"], {"a": 1}, r"spec.nodeSelector\['a'\] must be a string"),
+        (["spec", "nodeName"], 5, "spec.nodeName must be a string"),
+        (["spec", "tolerations"], {"key": "a"}, "spec.tolerations must be a list"),
+        (["spec", "tolerations"], [{"key": 1}], r"spec.tolerations\[0\].key must be a string"),
+        (["spec", "affinity"], [], "spec.affinity must be an object"),
+        (["spec", "affinity", "nodeAffinity"], "x", "spec.affinity.nodeAffinity must be an object"),
+        (
+            ["spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"],
+            {"nodeSelectorTerms": {}},
+            "nodeSelectorTerms must be a list",
+        ),
+        (
+            ["spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"],
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": [1]}]}]},
+            r"nodeSelectorTerms\[0\].matchExpressions\[0\].values\[0\] must be a string",
+        ),
+        (
+            ["spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"],
+            {"nodeSelectorTerms": [{"matchExpressions": [{"operator": "Exists"}]}]},
+            r"matchExpressions\[0\].key must be a string",
+        ),
+        (
+            ["spec", "affinity", "nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"],
+            [{"weight": "heavy", "preference": {}}],
+            r"preferredDuringSchedulingIgnoredDuringExecution\[0\].weight must be an integer",
+        ),
+        (["metadata", "labels"], {"a": 1}, r"metadata.labels\['a'\] must be a string"),
+        (["metadata"], "x", "metadata must be an object"),
+        (["spec"], "x", "spec must be an object"),
+    ],
+)
+def test_malformed_pod(path: list[str | int], value: Any, message: str) -> None:
+    with pytest.raises(InvalidObject, match=message):
+        images_of(_with(path, value), "Pod")
+
+
+def test_malformed_daemonset() -> None:
+    with pytest.raises(InvalidObject, match=r"spec\.template is missing"):
+        images_of({"spec": {}}, "DaemonSet")
+    with pytest.raises(InvalidObject, match=r"spec.template.spec.containers\[0\].image must be a string"):
+        images_of(_with(["spec", "template", "spec", "containers", 0, "image"], 1, "DaemonSet"), "DaemonSet")
+    with pytest.raises(InvalidObject, match=r"spec\.template\.metadata\.labels"):
+        images_of(_with(["spec", "template", "metadata", "labels"], [], "DaemonSet"), "DaemonSet")
+
+
+def test_not_an_object_and_unknown_kind() -> None:
+    with pytest.raises(InvalidObject, match="must be an object, not list"):
+        check_workload([], "Pod")
+    with pytest.raises(InvalidObject, match="noe handles Pod, DaemonSet"):
+        images_of({}, "Deployment")
+
+
+def test_nulls_read_as_absent() -> None:
+    pod = testing.pod(images=["a"])
+    pod["spec"].update({"nodeSelector": None, "affinity": None, "tolerations": None, "initContainers": None})
+    assert images_of(pod, "Pod") == ["a"]
