@@ -1,0 +1,291 @@
+"""``noe mutate``: the placement policy, offline, on a file of manifests.
+
+Users run it in CI to see where each workload would land before anything
+reaches a cluster. With ``--platforms`` nothing touches the network; without
+it, each image is read from its registry with the same flags as ``noe serve``.
+
+Input: a Pod, a DaemonSet or an AdmissionReview, in YAML or JSON (several
+YAML documents are processed one by one). Workloads that carry a pod template
+(Deployment, StatefulSet, ReplicaSet, Job, CronJob, ReplicationController) are
+shown with the template mutated as the webhook would mutate the Pods their
+controller creates. Exit status: 0 allowed, 3 denied, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import yaml
+
+from noe_core.admission import parse_admission_review, review_response
+from noe_core.cli.options import add_option
+from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
+from noe_core.errors import InvalidObject, NoeError
+from noe_core.lookup import Lookups
+from noe_core.patch import make_patch
+from noe_core.policy import Decision, decide, images_to_inspect
+from noe_core.settings import PolicySettings
+
+EXIT_ALLOWED = 0
+EXIT_DENIED = 3
+EXIT_BAD_INPUT = 2
+
+# Pod-template paths of the built-in workload kinds whose Pods the webhook would see at CREATE.
+_TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "ReplicationController": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+}
+
+Inspector = Callable[[Sequence[str]], Lookups]
+"""Turns the images of one object into their lookups (static file or registry)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``noe mutate`` prints for one input document."""
+
+    kind: str
+    name: str
+    original: dict[str, Any]
+    mutated: dict[str, Any]
+    decision: Decision | None
+    lookups: Lookups
+    review: dict[str, Any] | None = None  # the AdmissionReview response, for AdmissionReview input
+
+
+def add_mutate_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "mutate",
+        help="apply the placement policy offline to a Pod, DaemonSet, workload or AdmissionReview",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-f", "--filename", required=True, metavar="FILE",
+                        help="YAML or JSON file holding the object(s); '-' reads standard input")
+    parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
+                        help="output format (default: yaml)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--patch", action="store_true", help="print the RFC 6902 JSONPatch instead of the object")
+    mode.add_argument("--explain", action="store_true", help="print the decision and the reasons for it")
+    parser.add_argument("--platforms", metavar="PLATFORMS.json",
+                        help="file mapping each image (as written in the pod, or a glob) to its platforms "
+                             "or to {\"error\": reason}; with it nothing touches the network")
+    parser.add_argument("--namespace", default=None,
+                        help="namespace of objects that carry none (default: 'default')")
+    parser.add_argument("--operation", default="CREATE", choices=("CREATE", "UPDATE"),
+                        help="admission operation to simulate for bare objects (default: CREATE)")
+    add_option(parser, "--lookup-timeout", default="10",
+               help="seconds allowed for the registry lookups of one object (without --platforms)")
+    add_policy_arguments(parser)
+    # Registry flags are added only when the registry client is available (it is part of noe_core).
+    from noe_core.cli.registry_options import add_registry_arguments  # noqa: PLC0415
+
+    add_registry_arguments(parser)
+    parser.set_defaults(run=run_mutate)
+
+
+def load_documents(source: str, stdin: TextIO) -> list[Any]:
+    """Read JSON or YAML documents; every failure is an ``InvalidObject`` naming the file."""
+    label = "standard input" if source == "-" else source
+    try:
+        if source == "-":
+            text = stdin.read()
+        else:
+            with open(source, encoding="utf-8") as handle:
+                text = handle.read()
+    except OSError as exc:
+        raise InvalidObject(f"cannot read {label}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidObject(f"{label} is not UTF-8 text") from None
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    try:
+        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InvalidObject(f"{label} is neither JSON nor valid YAML{where}") from None
+    if not docs:
+        raise InvalidObject(f"{label} holds no object")
+    return docs
+
+
+def _expand_lists(docs: list[Any]) -> Iterator[Any]:
+    """``kind: List`` (as ``kubectl get -o yaml`` prints) holds its objects under ``items``."""
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            yield from doc["items"]
+        else:
+            yield doc
+
+
+def _object_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return ""
+    name = meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else "")
+    return str(name)
+
+
+def _namespace_of(obj: Mapping[str, Any], default: str) -> str:
+    meta = obj.get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    return str(namespace) if namespace else default
+
+
+def _template_at(obj: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    node: Any = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        raise InvalidObject(f"{obj.get('kind')} {_object_name(obj)!r} has no pod template at {'.'.join(path)}")
+    return node
+
+
+def evaluate(
+    doc: Any,
+    *,
+    settings: PolicySettings,
+    inspect: Inspector,
+    namespace: str,
+    operation: str,
+) -> Outcome:
+    """Apply the policy to one document as the webhook would see it."""
+    if not isinstance(doc, dict):
+        raise InvalidObject("each document must be a Kubernetes object (a mapping with 'kind')")
+    kind = doc.get("kind")
+    if kind == "AdmissionReview":
+        request = parse_admission_review(doc)
+        lookups = inspect(images_to_inspect(request.obj, kind=request.kind, operation=request.operation))
+        decision = decide(
+            request.obj, kind=request.kind, operation=request.operation,
+            namespace=request.namespace, lookups=lookups, settings=settings,
+        )
+        return Outcome(request.kind, request.name, request.obj, decision.obj, decision, lookups,
+                       review=review_response(request, decision))
+    if not isinstance(kind, str) or not kind:
+        raise InvalidObject("the object has no 'kind' (expected Pod, DaemonSet, a workload or AdmissionReview)")
+    ns = _namespace_of(doc, namespace)
+    name = _object_name(doc)
+    if kind in _TEMPLATE_PATHS:
+        template = _template_at(doc, _TEMPLATE_PATHS[kind])
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**(template.get("metadata") or {}), "namespace": ns},
+            "spec": template.get("spec"),
+        }
+        lookups = inspect(images_to_inspect(pod, kind="Pod", operation="CREATE"))
+        decision = decide(pod, kind="Pod", operation="CREATE", namespace=ns, lookups=lookups, settings=settings)
+        mutated = json.loads(json.dumps(doc))
+        _template_at(mutated, _TEMPLATE_PATHS[kind])["spec"] = decision.obj["spec"]
+        return Outcome(kind, name, doc, mutated, decision, lookups)
+    lookups = inspect(images_to_inspect(doc, kind=kind, operation=operation))
+    decision = decide(doc, kind=kind, operation=operation, namespace=ns, lookups=lookups, settings=settings)
+    return Outcome(kind, name, doc, decision.obj, decision, lookups)
+
+
+def _dump(data: Any, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=False) + "\n"
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def _lookup_text(lookup: object) -> str:
+    platforms = getattr(lookup, "platforms", None)
+    if platforms is not None:
+        return ", ".join(str(p) for p in platforms) or "no platforms"
+    return f"cannot be inspected: {getattr(lookup, 'reason', lookup)}"
+
+
+def explain(outcome: Outcome) -> dict[str, Any]:
+    """The decision and its reasons, as data (printed as YAML or JSON)."""
+    decision = outcome.decision
+    out: dict[str, Any] = {"kind": outcome.kind, "name": outcome.name}
+    if decision is None:
+        return out
+    out["allowed"] = decision.allowed
+    out["changed"] = decision.changed
+    out["images"] = {image: _lookup_text(lookup) for image, lookup in outcome.lookups.items()}
+    if decision.common is not None:
+        out["commonArchitectures"] = list(decision.common)
+    out["reasons"] = list(decision.reasons)
+    if decision.warnings:
+        out["warnings"] = list(decision.warnings)
+    if decision.message:
+        out["message"] = decision.message
+    return out
+
+
+def render(outcome: Outcome, ns: argparse.Namespace) -> Any:
+    if outcome.review is not None and not ns.explain:
+        return outcome.review
+    if ns.explain:
+        return explain(outcome)
+    if ns.patch:
+        return make_patch(outcome.original, outcome.mutated)
+    return outcome.mutated
+
+
+def _make_inspector(ns: argparse.Namespace) -> Inspector:
+    """Static platforms when ``--platforms`` is given (no network), else the registry."""
+    from noe_core.inspection import ImageInspector  # noqa: PLC0415
+
+    if ns.platforms:
+        from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
+
+        return ImageInspector(static=StaticPlatforms.load(ns.platforms)).inspector()
+    from noe_core.cli.registry_options import (  # noqa: PLC0415
+        make_session,
+        node_keychain_from_args,
+        registry_settings_from_args,
+    )
+    from noe_core.resolver import Resolver  # noqa: PLC0415
+
+    registry_settings = registry_settings_from_args(ns)
+    resolver = Resolver(
+        make_session(registry_settings), settings=registry_settings, keychain=node_keychain_from_args(ns)
+    )
+    return ImageInspector(resolver=resolver).inspector(timeout=float(ns.lookup_timeout))
+
+
+def run_mutate(ns: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
+               stderr: TextIO | None = None) -> int:
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        settings = policy_settings_from_args(ns)
+        inspect = _make_inspector(ns)
+        docs = list(_expand_lists(load_documents(ns.filename, stdin or sys.stdin)))
+        outcomes = [
+            evaluate(doc, settings=settings, inspect=inspect, namespace=ns.namespace or "default",
+                     operation=ns.operation)
+            for doc in docs
+        ]
+    except NoeError as exc:
+        print(f"noe mutate: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    rendered = [render(outcome, ns) for outcome in outcomes]
+    if ns.output == "json":
+        out.write(_dump(rendered[0] if len(rendered) == 1 else rendered, "json"))
+    else:
+        out.write("---\n".join(_dump(item, "yaml") for item in rendered))
+    status = EXIT_ALLOWED
+    for outcome in outcomes:
+        decision = outcome.decision
+        if decision is not None and not decision.allowed:
+            label = f"{outcome.kind} {outcome.name}".strip()
+            print(f"noe mutate: denied {label}: {decision.message}", file=err)
+            status = EXIT_DENIED
+    return status
