@@ -260,9 +260,7 @@ def _parse_descriptor(value: object, where: str) -> Descriptor:
     media_type = _string(value, "mediaType", where, required=True)
     digest = _string(value, "digest", where, required=True)
     if not is_valid_digest(digest):
-        raise ManifestError(
-            f"{where}: digest {digest[:100]!r} is not 'sha256:' + 64 or 'sha512:' + 128 lower-case hex"
-        )
+        raise ManifestError(f"{where}: digest {digest[:100]!r} is not 'sha256:' + 64 or 'sha512:' + 128 lower-case hex")
     size = value.get("size")
     if type(size) is not int or size < 0:
         raise ManifestError(f"{where}: 'size' must be a non-negative integer")
@@ -298,9 +296,7 @@ def _decide_media_type(doc: Mapping[str, Any], header: str) -> MediaType:
         if header_type is None or not (header_type.is_index or header_type.is_image):
             raise ManifestError(f"Content-Type {header[:100]!r} is not an image manifest or index")
         if body_type is not None and body_type.is_index != header_type.is_index:
-            raise ManifestError(
-                f"Content-Type {header!r} contradicts the body's mediaType {body_type.value!r}"
-            )
+            raise ManifestError(f"Content-Type {header!r} contradicts the body's mediaType {body_type.value!r}")
         return header_type
     if body_type is not None:
         if not (body_type.is_index or body_type.is_image):
@@ -346,9 +342,7 @@ def parse_manifest(body: bytes, content_type: str | None) -> Index | ImageManife
         raise ManifestError(f"{media_type.value}: missing 'config'")
     config = _parse_descriptor(doc["config"], "config")
     layers = doc.get("layers")
-    return ImageManifest(
-        media_type.value, config, () if layers is None else _parse_descriptors(layers, "layers")
-    )
+    return ImageManifest(media_type.value, config, () if layers is None else _parse_descriptors(layers, "layers"))
 
 
 def parse_config(body: bytes) -> Platform:

@@ -40,9 +40,7 @@ _LEGACY_DOCKER_HUB = "index.docker.io"
 _OFFICIAL_PREFIX = "library/"
 
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_HOST = re.compile(
-    rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
-)
+_HOST = re.compile(rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?")
 _PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -169,12 +167,7 @@ def _check_digest(text: str, digest: str) -> None:
 
 
 def _looks_like_host(component: str) -> bool:
-    return (
-        "." in component
-        or ":" in component
-        or component == "localhost"
-        or component.lower() != component
-    )
+    return "." in component or ":" in component or component == "localhost" or component.lower() != component
 
 
 def parse_reference(text: str) -> Reference:

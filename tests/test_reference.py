@@ -33,8 +33,13 @@ GOOD = [
     ("[fe80::1]/x:t", "[fe80::1]", "x", "t", None),
     ("Registry.Corp/team/app", "Registry.Corp", "team/app", "latest", None),  # host is not lower-cased
     ("Corp/app", "Corp", "app", "latest", None),  # upper case can only be a host (distribution)
-    ("my-reg.example.com/a_b/c__d/e-f/g.h/i---j:T_a.g-1", "my-reg.example.com", "a_b/c__d/e-f/g.h/i---j",
-     "T_a.g-1", None),
+    (
+        "my-reg.example.com/a_b/c__d/e-f/g.h/i---j:T_a.g-1",
+        "my-reg.example.com",
+        "a_b/c__d/e-f/g.h/i---j",
+        "T_a.g-1",
+        None,
+    ),
     (f"x@{D}", "docker.io", "library/x", None, D),
     (f"x:tag@{D}", "docker.io", "library/x", "tag", D),
     (f"localhost:5000/a:b@{D}", "localhost:5000", "a", "b", D),
@@ -45,9 +50,7 @@ GOOD = [
 
 
 @pytest.mark.parametrize(("text", "registry", "repository", "tag", "digest"), GOOD)
-def test_good_references(
-    text: str, registry: str, repository: str, tag: str | None, digest: str | None
-) -> None:
+def test_good_references(text: str, registry: str, repository: str, tag: str | None, digest: str | None) -> None:
     ref = parse_reference(text)
     assert ref == Reference(registry, repository, tag, digest)
     assert (ref.registry, ref.repository, ref.tag, ref.digest) == (registry, repository, tag, digest)
@@ -221,9 +224,7 @@ _digest = st.from_regex(r"[0-9a-f]{64}", fullmatch=True).map(lambda h: "sha256:"
 
 
 @given(host=_host, repository=_repository, tag=st.none() | _tag, digest=st.none() | _digest)
-def test_str_parses_back_to_the_same_reference(
-    host: str, repository: str, tag: str | None, digest: str | None
-) -> None:
+def test_str_parses_back_to_the_same_reference(host: str, repository: str, tag: str | None, digest: str | None) -> None:
     ref = Reference(host, repository, tag, digest)
     assert parse_reference(str(ref)) == ref
     assert str(parse_reference(str(ref))) == str(ref)
