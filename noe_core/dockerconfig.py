@@ -55,7 +55,11 @@ def _decode_json(data: bytes | str, source: str) -> Any:
         raise InvalidSettings(f"{source}: not valid JSON{where}") from None
 
 
-def _entry_credential(key: str, entry: object, source: str) -> Credential | None:
+def credential_from_entry(key: str, entry: object, source: str) -> Credential | None:
+    """The credential of one ``auths`` entry, ``None`` when it holds none (a credsStore stub).
+
+    Also used for containerd's ``auth`` tables, which have the same fields.
+    """
     if not isinstance(entry, Mapping):
         raise InvalidSettings(f"{source}: the entry for {key!r} must be an object")
     fields: dict[str, str] = {}
@@ -98,7 +102,7 @@ def _auths_keychain(auths: object, source: str) -> StaticKeychain:
             pattern = parse_image_pattern(key, docker_config_key=True)
         except InvalidSettings as exc:
             raise InvalidSettings(f"{source}: {exc}") from None
-        credential = _entry_credential(key, entry, source)
+        credential = credential_from_entry(key, entry, source)
         if credential is None:
             log.debug("%s: entry %r has no inline credentials, skipped", source, key)
             continue
