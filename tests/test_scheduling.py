@@ -1,0 +1,129 @@
+"""Affinity / toleration editing helpers: AND into every term, never duplicate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from noe_core import testing
+from noe_core.scheduling import (
+    ARCH_LABEL,
+    architecture_selection,
+    covers,
+    prefer,
+    require,
+    requirement,
+    select,
+    tolerate,
+)
+
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+ARCH_IN = requirement(ARCH_LABEL, "In", ["amd64", "arm64"])
+
+
+def _terms(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+def _spec(**kwargs: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = testing.pod(**kwargs)["spec"]
+    return spec
+
+
+def test_require_creates_one_term_when_none() -> None:
+    spec = _spec()
+    assert require(spec, ARCH_IN)
+    assert spec["affinity"] == _terms({"matchExpressions": [ARCH_IN]})
+    assert not require(spec, requirement(ARCH_LABEL, "In", ["arm64", "amd64"]))  # same meaning
+
+
+def test_require_ands_into_every_term_and_skips_empty_terms() -> None:
+    zone1 = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}
+    pinned = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    spec = _spec(affinity=_terms(zone1, pinned, {}))
+    assert require(spec, ARCH_IN)
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][-1] == ARCH_IN
+    assert terms[1]["matchExpressions"] == [ARCH_IN] and terms[1]["matchFields"] == pinned["matchFields"]
+    assert terms[2] == {}  # an empty term matches nothing; adding to it would widen placement
+    assert not require(spec, ARCH_IN)
+
+
+def test_require_with_empty_term_list_or_nulls() -> None:
+    spec = _spec(affinity={"nodeAffinity": {REQ: {"nodeSelectorTerms": []}}})
+    assert require(spec, ARCH_IN)
+    assert len(spec["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"]) == 1
+    spec = _spec(affinity={"nodeAffinity": None, "podAffinity": {"x": 1}})
+    assert require(spec, ARCH_IN)
+    assert spec["affinity"]["podAffinity"] == {"x": 1}
+
+
+def test_prefer_is_idempotent_and_keeps_existing_terms() -> None:
+    existing = {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+    spec = _spec(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [existing]}})
+    want = requirement(ARCH_LABEL, "In", ["arm64"])
+    assert prefer(spec, want, 100)
+    preferred = spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred == [existing, {"weight": 100, "preference": {"matchExpressions": [want]}}]
+    assert not prefer(spec, want, 30)
+
+
+def test_select() -> None:
+    spec = _spec(node_selector={"a": "b"})
+    assert select(spec, ARCH_LABEL, "arm64")
+    assert spec["nodeSelector"] == {"a": "b", ARCH_LABEL: "arm64"}
+    assert not select(spec, ARCH_LABEL, "arm64")
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"nodeSelector": {"kubernetes.io/arch": "arm64"}}, "nodeSelector sets kubernetes.io/arch=arm64"),
+        ({"nodeSelector": {"beta.kubernetes.io/arch": "amd64"}}, "nodeSelector sets beta.kubernetes.io/arch"),
+        ({"affinity": _terms({"matchExpressions": [{"key": "zone", "operator": "Exists"}]},
+                             {"matchExpressions": [{"key": "beta.kubernetes.io/arch", "operator": "Exists"}]})},
+         "term 1 has a beta.kubernetes.io/arch expression"),
+        ({"affinity": _terms({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]})},
+         "pins the node by metadata.name"),
+        ({"nodeSelector": {"zone": "a"}}, None),
+        ({"affinity": _terms({"matchExpressions": [{"key": "zone", "operator": "Exists"}]})}, None),
+        ({}, None),
+    ],
+)
+def test_architecture_selection(spec: dict[str, Any], expected: str | None) -> None:
+    found = architecture_selection(spec)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None and expected in found
+
+
+ARM_TAINT = {"key": "arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("existing", "expected"),
+    [
+        (ARM_TAINT, True),
+        ({"key": "arch", "value": "arm64", "effect": "NoSchedule"}, True),  # operator defaults to Equal
+        ({"key": "arch", "operator": "Exists"}, True),
+        ({"operator": "Exists"}, True),
+        ({"key": "arch", "operator": "Equal", "value": "arm64"}, True),  # every effect
+        ({"key": "arch", "operator": "Equal", "value": "arm", "effect": "NoSchedule"}, False),
+        ({"key": "arch", "operator": "Equal", "value": "arm64", "effect": "NoExecute"}, False),
+        ({"key": "other", "operator": "Exists"}, False),
+        ({"key": "arch", "operator": "Exists", "tolerationSeconds": 30}, False),
+    ],
+)
+def test_covers(existing: dict[str, Any], expected: bool) -> None:
+    assert covers(existing, ARM_TAINT) is expected
+
+
+def test_tolerate_adds_once() -> None:
+    spec = _spec(tolerations=[{"key": "other", "operator": "Exists"}])
+    assert tolerate(spec, ARM_TAINT)
+    assert not tolerate(spec, ARM_TAINT)
+    assert spec["tolerations"] == [{"key": "other", "operator": "Exists"}, ARM_TAINT]
+    covered = _spec(tolerations=[{"operator": "Exists"}])
+    assert not tolerate(covered, ARM_TAINT)
