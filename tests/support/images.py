@@ -230,7 +230,9 @@ class Pusher:
             raise PushError(f"unsupported challenge {challenge!r}")
         params = dict(_PARAM.findall(challenge))
         query = {"service": params.get("service", ""), "scope": f"repository:{repo}:pull,push,delete"}
-        with self.session.get(params["realm"], params=query, auth=creds, timeout=30) as resp:
+        # the token service may have its own CA (RegistryServer.token_verify)
+        verify = getattr(self.target, "token_verify", self.session.verify)
+        with self.session.get(params["realm"], params=query, auth=creds, verify=verify, timeout=30) as resp:
             if resp.status_code != 200:
                 raise PushError(f"token request for {repo} failed: {resp.status_code} {resp.text}")
             body = resp.json()

@@ -178,6 +178,12 @@ class RegistryServer:
         return str(self.tls.ca_file) if self.tls else True
 
     @property
+    def token_verify(self) -> str | bool:
+        """The ``verify=`` value for requests to the token service's realm."""
+        ca = self.token_server.ca_file if self.token_server else None
+        return str(ca) if ca else True
+
+    @property
     def push_credentials(self) -> tuple[str, str] | None:
         """Username and password allowed to push (None for an anonymous registry)."""
         if self.auth == "basic":
