@@ -1,0 +1,124 @@
+"""``noe inspect IMAGE``: what the registry says about an image, as the webhook sees it.
+
+Prints the canonical reference, the digest of the index or manifest (the one
+``docker manifest inspect`` does not show), its media type and each platform
+with its manifest digest; ``--json`` prints the same as one JSON object.
+
+Exit status: 0 success; 1 registry or authentication failure (one line on
+stderr: registry, HTTP status, what to check — never a secret); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import TextIO
+
+from noe_core.cli.options import add_option
+from noe_core.cli.registry_options import (
+    add_registry_arguments,
+    make_session,
+    node_keychain_from_args,
+    registry_settings_from_args,
+)
+from noe_core.deadline import Deadline
+from noe_core.errors import InvalidInput, ManifestError, NoeError, RegistryError
+from noe_core.observer import CountingObserver
+from noe_core.reference import parse_reference
+from noe_core.resolver import ImageInfo, Resolver
+
+EXIT_OK = 0
+EXIT_REGISTRY = 1
+EXIT_BAD_INPUT = 2
+
+
+def add_inspect_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "inspect",
+        help="show an image's digest and platforms as read from its registry",
+        description="Read an image's manifest (and config blob for single-platform images) from its "
+                    "registry and print its digest, media type and platforms.",
+    )
+    configure_inspect_parser(parser)
+    return parser
+
+
+def configure_inspect_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. nginx:1.27 or reg.corp/a@sha256:…")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_option(parser, "--timeout", default="30", metavar="SECONDS", help="give up after this long")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print request and cache counters on stderr")
+    add_registry_arguments(parser)
+    parser.set_defaults(run=run_inspect)
+
+
+def _human(info: ImageInfo, out: TextIO) -> None:
+    out.write(f"Reference:  {info.reference}\n")
+    out.write(f"Digest:     {info.digest}\n")
+    out.write(f"Media type: {info.media_type}\n")
+    rows = [(str(p.platform), p.digest) for p in info.platforms]
+    width = max([len("PLATFORM"), *(len(r[0]) for r in rows)])
+    out.write(f"\n{'PLATFORM'.ljust(width)}  DIGEST\n")
+    for platform, digest in rows:
+        out.write(f"{platform.ljust(width)}  {digest}\n")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run_inspect(ns: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    stdout = sys.stdout if out is None else out
+    stderr = sys.stderr if err is None else err
+    try:
+        timeout = float(ns.timeout)
+        if not 0 < timeout < float("inf"):
+            raise ValueError
+    except ValueError:
+        stderr.write(f"noe inspect: --timeout {ns.timeout!r} must be a positive number of seconds\n")
+        return EXIT_BAD_INPUT
+    try:
+        reference = parse_reference(ns.image)
+        settings = registry_settings_from_args(ns)
+        keychain = node_keychain_from_args(ns)
+    except InvalidInput as exc:
+        stderr.write(f"noe inspect: {_one_line(str(exc))}\n")
+        return EXIT_BAD_INPUT
+    observer = CountingObserver()
+    session = make_session(settings)
+    try:
+        with Resolver(session, settings=settings, keychain=keychain, observer=observer) as resolver:
+            info = resolver.resolve(reference, deadline=Deadline.after(timeout))
+    except (RegistryError, ManifestError) as exc:
+        stderr.write(f"noe inspect: {_one_line(str(exc))}\n")
+        return EXIT_REGISTRY
+    except NoeError as exc:
+        stderr.write(f"noe inspect: {_one_line(str(exc))}\n")
+        return EXIT_BAD_INPUT
+    finally:
+        session.close()
+        if getattr(ns, "verbose", False):
+            stderr.write(json.dumps(observer.summary(), indent=2) + "\n")
+    if ns.json:
+        stdout.write(json.dumps(info.to_json(), indent=2) + "\n")
+    else:
+        _human(info, stdout)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m noe_core.cli.inspect IMAGE …`` (the ``noe`` command wires the same parser)."""
+    from noe_core.cli.options import go_style_argv  # noqa: PLC0415
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="noe inspect")
+    configure_inspect_parser(parser)
+    ns = parser.parse_args(go_style_argv(sys.argv[1:] if argv is None else argv))
+    return run_inspect(ns)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,477 @@
+"""Image reference → digest, media type and platforms, cheaply and within a deadline.
+
+The distribution-spec v2 flow, per image:
+
+* **by tag** — ``GET /v2/<name>/manifests/<tag>`` with ``Accept`` listing the
+  four manifest media types; the digest is ``Docker-Content-Digest`` (checked
+  against the body when present) or the sha256 of the body;
+* **by digest** (``name@sha256:…`` and ``name:tag@sha256:…``, where the digest
+  wins) — the same GET, and the body's sha256 must equal the digest
+  (:class:`~noe_core.errors.DigestMismatch` otherwise, never cached);
+* a **single manifest** → its config blob by digest (verified) → the platform.
+  The platform is never assumed;
+* an **index** → its runnable entries (no attestations, no ``unknown``); one
+  level of nested index is followed; with ``verify_platform_manifests`` each
+  entry is checked with ``HEAD`` and entries the registry no longer has (404)
+  are dropped — any other failure fails the image. Sizes and entry counts
+  are capped.
+
+Caches (all bounded LRU, thread-safe):
+
+* digest → platforms: content-addressed, immutable, no TTL;
+* tag → digest: ``cache_ttl``. When it expires, one ``HEAD`` re-validates the
+  tag; if the digest did not move the digest entry is reused (HEADs do not
+  count against Docker Hub's pull limit). If the registry fails during
+  re-validation, the stale answer is served for ``negative_cache_ttl``;
+* failures: ``negative_cache_ttl``, so a failing registry is not hammered
+  (digest mismatches and the caller's own deadline are not cached).
+
+Concurrent lookups of the same image (and the same credentials) share one
+in-flight resolution. ``--registry-proxies`` mirrors are applied to the
+registry host before anything else, so credentials are looked up for, and
+tokens sent to, the mirror.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import requests
+
+from noe_core.cache import LRUCache, SingleFlight
+from noe_core.deadline import Clock, Deadline
+from noe_core.errors import DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
+from noe_core.hostmatch import host_glob_matches
+from noe_core.keychain import Credential, Keychain
+from noe_core.manifest import (
+    ACCEPT_MANIFESTS,
+    Descriptor,
+    ImageManifest,
+    Index,
+    MediaType,
+    parse_config,
+    parse_manifest,
+    sha256_digest,
+)
+from noe_core.observer import NullObserver, RegistryObserver
+from noe_core.platform import Platform
+from noe_core.reference import Reference, parse_reference
+from noe_core.registry_settings import RegistrySettings
+from noe_core.transport import HTTPResult, Transport, status_error
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ResolvedPlatform:
+    """One platform an image runs on, and the digest of its manifest."""
+
+    platform: Platform
+    digest: str
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the registry says about an image."""
+
+    reference: Reference
+    digest: str
+    media_type: str
+    platforms: tuple[ResolvedPlatform, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """The ``noe inspect --json`` shape."""
+        return {
+            "reference": str(self.reference),
+            "digest": self.digest,
+            "mediaType": self.media_type,
+            "platforms": [{**p.platform.to_json(), "digest": p.digest} for p in self.platforms],
+        }
+
+
+@dataclass(frozen=True)
+class _Content:
+    """The cached, reference-independent part of an :class:`ImageInfo`."""
+
+    media_type: str
+    platforms: tuple[ResolvedPlatform, ...]
+
+
+_NEVER_CACHED = (DigestMismatch, DeadlineExceeded)
+
+
+class Resolver:
+    """Resolves image references against their registries; thread-safe, share one per process."""
+
+    def __init__(
+        self,
+        session: requests.Session,
+        *,
+        settings: RegistrySettings,
+        keychain: Keychain | None = None,
+        observer: RegistryObserver | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self._keychain = keychain
+        self._observer: RegistryObserver = observer if observer is not None else NullObserver()
+        self._clock = clock
+        self.transport = Transport(session, settings=settings, observer=self._observer, clock=clock)
+        self._content: LRUCache[tuple[str, str], _Content] = LRUCache(settings.max_cached_images, clock=clock)
+        self._tags: LRUCache[tuple[str, str], str] = LRUCache(settings.max_cached_tags, clock=clock)
+        self._negative: LRUCache[tuple[str, str, tuple[str, ...]], NoeError] = LRUCache(
+            settings.max_cached_tags, clock=clock
+        )
+        self._flight: SingleFlight[tuple[str, str, tuple[str, ...]], ImageInfo] = SingleFlight()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Resolver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- public ---------------------------------------------------------------------------
+
+    def mirrored(self, reference: Reference) -> Reference:
+        """``reference`` on its ``--registry-proxies`` mirror (the first matching rule), else itself."""
+        for proxy in self.settings.registry_proxies:
+            if host_glob_matches(proxy.pattern, reference.registry):
+                repository = reference.repository
+                if proxy.mirror_prefix:
+                    repository = f"{proxy.mirror_prefix}/{repository}"
+                return Reference(proxy.mirror_host, repository, reference.tag, reference.digest)
+        return reference
+
+    def resolve(
+        self, reference: Reference | str, *, deadline: Deadline, keychain: Keychain | None = None
+    ) -> ImageInfo:
+        """The digest, media type and platforms of ``reference``; raises :class:`NoeError`."""
+        ref = parse_reference(reference) if isinstance(reference, str) else reference
+        target = self.mirrored(ref)
+        credentials = self._credentials(target, keychain, deadline)
+        fingerprint = tuple(c.identity for c in credentials)
+        key = (target.context, target.identifier, fingerprint)
+        failure = self._negative.get(key)
+        if failure is not None:
+            self._observer.cache_hit("negative")
+            raise failure
+        info, shared = self._flight.do(
+            key, lambda: self._resolve_fresh(ref, target, credentials, key, deadline), deadline
+        )
+        if shared:
+            self._observer.coalesced("image")
+        return info if info.reference == ref else ImageInfo(ref, info.digest, info.media_type, info.platforms)
+
+    def resolve_many(
+        self, images: Sequence[str], *, deadline: Deadline, keychain: Keychain | None = None
+    ) -> dict[str, ImageInfo | NoeError]:
+        """Every image of a pod, in parallel on a bounded pool; failures are returned, not raised."""
+        results: dict[str, ImageInfo | NoeError] = {}
+        unique = list(dict.fromkeys(images))
+        if len(unique) == 1:
+            image = unique[0]
+            try:
+                results[image] = self.resolve(image, deadline=deadline, keychain=keychain)
+            except NoeError as exc:
+                results[image] = exc
+            return results
+        pool = self._executor()
+        futures = {
+            image: pool.submit(self.resolve, image, deadline=deadline, keychain=keychain) for image in unique
+        }
+        for image, future in futures.items():
+            try:
+                results[image] = future.result(timeout=deadline.remaining() + 0.05)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                results[image] = DeadlineExceeded(f"looking up {image} did not finish before the deadline")
+            except NoeError as exc:
+                results[image] = exc
+        return {image: results[image] for image in images if image in results}
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.settings.max_parallel, thread_name_prefix="noe-resolve"
+                )
+            return self._pool
+
+    def _credentials(
+        self, target: Reference, keychain: Keychain | None, deadline: Deadline
+    ) -> tuple[Credential, ...]:
+        found: list[Credential] = []
+        for chain in (keychain, self._keychain):
+            if chain is not None:
+                found.extend(chain.resolve(target, timeout=deadline.remaining()))
+        seen: set[str] = set()
+        unique: list[Credential] = []
+        for credential in found:
+            if credential.identity not in seen:
+                seen.add(credential.identity)
+                unique.append(credential)
+        return tuple(unique)
+
+    def _resolve_fresh(
+        self,
+        ref: Reference,
+        target: Reference,
+        credentials: Sequence[Credential],
+        key: tuple[str, str, tuple[str, ...]],
+        deadline: Deadline,
+    ) -> ImageInfo:
+        try:
+            if target.digest is not None:
+                digest = target.digest
+                content = self._by_digest(target, digest, credentials, deadline)
+            else:
+                digest, content = self._by_tag(target, credentials, deadline)
+        except _NEVER_CACHED:
+            raise
+        except NoeError as exc:
+            if self.settings.negative_cache_ttl > 0:
+                self._negative.set(key, exc, self.settings.negative_cache_ttl)
+            raise
+        return ImageInfo(ref, digest, content.media_type, content.platforms)
+
+    def _by_digest(
+        self, target: Reference, digest: str, credentials: Sequence[Credential], deadline: Deadline
+    ) -> _Content:
+        cached = self._content.get((target.context, digest))
+        if cached is not None:
+            self._observer.cache_hit("digest")
+            return cached
+        self._observer.cache_miss("digest")
+        result = self._get_manifest(target, digest, credentials, deadline)
+        self._verify(result.body, digest, target, "manifest")
+        return self._describe(target, digest, result, credentials, deadline)
+
+    def _by_tag(
+        self, target: Reference, credentials: Sequence[Credential], deadline: Deadline
+    ) -> tuple[str, _Content]:
+        assert target.tag is not None
+        tag_key = (target.context, target.tag)
+        entry = self._tags.get_entry(tag_key)
+        now = self._clock()
+        if entry is not None:
+            content = self._content.get((target.context, entry.value))
+            if content is not None and entry.fresh(now):
+                self._observer.cache_hit("tag")
+                return entry.value, content
+            if content is not None:
+                moved = self._revalidate(target, entry.value, credentials, deadline)
+                if moved is None:
+                    self._observer.cache_hit("revalidated")
+                    return entry.value, content
+        self._observer.cache_miss("tag")
+        result = self._get_manifest(target, target.tag, credentials, deadline)
+        header = result.header("docker-content-digest")
+        digest = sha256_digest(result.body)
+        if header.startswith("sha256:") and header != digest:
+            self._observer.error(target.api_host, "digest")
+            raise DigestMismatch(
+                f"registry {target.api_host} sent a manifest for {target} whose sha256 is {digest}, "
+                f"not the {header} it announced: a proxy or the registry is corrupting content",
+                registry=target.api_host,
+            )
+        cached = self._content.get((target.context, digest))
+        if cached is not None:
+            self._observer.cache_hit("digest")
+            content = cached
+        else:
+            content = self._describe(target, digest, result, credentials, deadline)
+        self._tags.set(tag_key, digest, self.settings.cache_ttl)
+        return digest, content
+
+    def _revalidate(
+        self, target: Reference, digest: str, credentials: Sequence[Credential], deadline: Deadline
+    ) -> str | None:
+        """One HEAD; ``None`` when the tag still points at ``digest`` (the entry is refreshed)."""
+        assert target.tag is not None
+        tag_key = (target.context, target.tag)
+        try:
+            result = self.transport.fetch(
+                "HEAD", target, f"manifests/{target.tag}", deadline=deadline, credentials=credentials,
+                accept=ACCEPT_MANIFESTS,
+            )
+        except RegistryError as exc:
+            if exc.temporary and not isinstance(exc, DeadlineExceeded):
+                log.warning("cannot re-validate %s, serving the cached digest: %s", target, exc)
+                self._tags.set(tag_key, digest, self.settings.negative_cache_ttl)
+                return None
+            raise
+        if result.status == 200 and result.header("docker-content-digest") == digest:
+            self._tags.set(tag_key, digest, self.settings.cache_ttl)
+            return None
+        if result.status >= 500:
+            self._tags.set(tag_key, digest, self.settings.negative_cache_ttl)
+            return None
+        return result.header("docker-content-digest") or "unknown"
+
+    def _get_manifest(
+        self, target: Reference, identifier: str, credentials: Sequence[Credential], deadline: Deadline
+    ) -> HTTPResult:
+        result = self.transport.fetch(
+            "GET", target, f"manifests/{identifier}", deadline=deadline, credentials=credentials,
+            accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
+        )
+        if result.status != 200:
+            self._observer.error(target.api_host, "not_found" if result.status == 404 else "status")
+            raise status_error(result, target, "manifest")
+        return result
+
+    def _verify(self, body: bytes, digest: str, target: Reference, what: str) -> None:
+        if not digest.startswith("sha256:"):
+            raise ManifestError(f"{what} digest {digest[:80]} of {target}: only sha256 can be verified")
+        actual = sha256_digest(body)
+        if actual != digest:
+            self._observer.error(target.api_host, "digest")
+            raise DigestMismatch(
+                f"registry {target.api_host} answered {what} {digest} of {target.context} with content "
+                f"whose sha256 is {actual}: a proxy or the registry is corrupting content",
+                registry=target.api_host,
+            )
+
+    def _describe(
+        self,
+        target: Reference,
+        digest: str,
+        result: HTTPResult,
+        credentials: Sequence[Credential],
+        deadline: Deadline,
+    ) -> _Content:
+        manifest = parse_manifest(result.body, result.header("content-type") or None)
+        if isinstance(manifest, ImageManifest):
+            platform = self._config_platform(target, manifest, credentials, deadline)
+            content = _Content(manifest.media_type, (ResolvedPlatform(platform, digest),))
+        else:
+            platforms = self._index_platforms(target, manifest, credentials, deadline, depth=0)
+            content = _Content(manifest.media_type, platforms)
+        self._content.set((target.context, digest), content)
+        return content
+
+    def _config_platform(
+        self, target: Reference, manifest: ImageManifest, credentials: Sequence[Credential], deadline: Deadline
+    ) -> Platform:
+        if not manifest.is_runnable_image:
+            raise ManifestError(
+                f"{target} is not a container image (its config is {manifest.config.media_type!r})"
+            )
+        config = manifest.config
+        if config.size > self.settings.max_manifest_bytes:
+            raise ManifestError(
+                f"the config blob of {target} is {config.size} bytes, more than the "
+                f"{self.settings.max_manifest_bytes}-byte limit"
+            )
+        result = self.transport.fetch(
+            "GET", target, f"blobs/{config.digest}", deadline=deadline, credentials=credentials,
+            max_bytes=self.settings.max_manifest_bytes,
+        )
+        if result.status != 200:
+            raise status_error(result, target, f"config blob {config.digest}")
+        self._verify(result.body, config.digest, target, "config blob")
+        return parse_config(result.body)
+
+    def _index_platforms(
+        self,
+        target: Reference,
+        index: Index,
+        credentials: Sequence[Credential],
+        deadline: Deadline,
+        *,
+        depth: int,
+    ) -> tuple[ResolvedPlatform, ...]:
+        if len(index.manifests) > self.settings.max_index_entries:
+            raise ManifestError(
+                f"the index of {target} lists {len(index.manifests)} entries, more than the "
+                f"{self.settings.max_index_entries} noe reads"
+            )
+        found: list[ResolvedPlatform] = []
+        for child in index.runnable():
+            kind = MediaType.lookup(child.media_type)
+            if kind is not None and kind.is_index:
+                if depth >= 1:
+                    log.info("ignoring an index nested more than one level deep in %s", target)
+                    continue
+                found.extend(self._nested(target, child, credentials, deadline))
+                continue
+            if self.settings.verify_platform_manifests and not self._exists(
+                target, child, credentials, deadline
+            ):
+                continue
+            platform = child.platform
+            if platform is None:
+                platform = self._child_platform(target, child, credentials, deadline)
+            found.append(ResolvedPlatform(platform, child.digest))
+        if depth == 0 and not found:
+            raise ManifestError(
+                f"the index of {target} lists no runnable image the registry still has: every platform "
+                "manifest is an attestation, unknown, or was deleted"
+            )
+        return tuple(found)
+
+    def _nested(
+        self, target: Reference, child: Descriptor, credentials: Sequence[Credential], deadline: Deadline
+    ) -> tuple[ResolvedPlatform, ...]:
+        result = self.transport.fetch(
+            "GET", target, f"manifests/{child.digest}", deadline=deadline, credentials=credentials,
+            accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
+        )
+        if result.status == 404:
+            return ()
+        if result.status != 200:
+            raise status_error(result, target, f"nested index {child.digest}")
+        self._verify(result.body, child.digest, target, "nested index")
+        nested = parse_manifest(result.body, result.header("content-type") or None)
+        if not isinstance(nested, Index):
+            # Listed as an index but is a single manifest: read it as one.
+            platform = self._config_platform(target, nested, credentials, deadline)
+            return (ResolvedPlatform(platform, child.digest),)
+        return self._index_platforms(target, nested, credentials, deadline, depth=1)
+
+    def _exists(
+        self, target: Reference, child: Descriptor, credentials: Sequence[Credential], deadline: Deadline
+    ) -> bool:
+        result = self.transport.fetch(
+            "HEAD", target, f"manifests/{child.digest}", deadline=deadline, credentials=credentials,
+            accept=ACCEPT_MANIFESTS,
+        )
+        if result.status == 200:
+            return True
+        if result.status == 404:
+            log.info("dropping %s of %s: the registry no longer has it", child.digest, target)
+            return False
+        raise status_error(result, target, f"platform manifest {child.digest}")
+
+    def _child_platform(
+        self, target: Reference, child: Descriptor, credentials: Sequence[Credential], deadline: Deadline
+    ) -> Platform:
+        """An index entry without ``platform``: read the child manifest and its config."""
+        result = self.transport.fetch(
+            "GET", target, f"manifests/{child.digest}", deadline=deadline, credentials=credentials,
+            accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
+        )
+        if result.status != 200:
+            raise status_error(result, target, f"platform manifest {child.digest}")
+        self._verify(result.body, child.digest, target, "platform manifest")
+        manifest = parse_manifest(result.body, result.header("content-type") or None)
+        if not isinstance(manifest, ImageManifest):
+            raise ManifestError(f"entry {child.digest} of {target} has no platform and is not an image")
+        return self._config_platform(target, manifest, credentials, deadline)
