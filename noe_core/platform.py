@@ -20,6 +20,44 @@ from noe_core.errors import InvalidPlatform
 UNKNOWN = "unknown"
 
 _OS_ALIASES = {"macos": "darwin"}
+# Go's GOOS / GOARCH names: they tell "arm64/v8" (architecture/variant) from "linux/arm64" (os/architecture).
+KNOWN_OSES = frozenset(
+    [
+        "aix",
+        "android",
+        "darwin",
+        "dragonfly",
+        "freebsd",
+        "illumos",
+        "ios",
+        "js",
+        "linux",
+        "netbsd",
+        "openbsd",
+        "plan9",
+        "solaris",
+        "wasip1",
+        "windows",
+    ]
+)
+KNOWN_ARCHITECTURES = frozenset(
+    [
+        "386",
+        "amd64",
+        "arm",
+        "arm64",
+        "loong64",
+        "mips",
+        "mipsle",
+        "mips64",
+        "mips64le",
+        "ppc64",
+        "ppc64le",
+        "riscv64",
+        "s390x",
+        "wasm",
+    ]
+)
 _COMPONENT = re.compile(r"^[a-z0-9._-]+$")
 _OS_WITH_VERSION = re.compile(r"^(?P<os>[^()]*)\((?P<version>[^()]*)\)$")
 
@@ -42,7 +80,7 @@ def normalize_architecture(architecture: str, variant: str = "") -> tuple[str, s
     if arch in ("x86_64", "x86-64", "amd64"):
         return "amd64", "" if var == "v1" else var
     if arch in ("aarch64", "arm64"):
-        if var in ("8", "v8", "v8.0"):
+        if var in ("8", "8.0", "v8", "v8.0"):
             var = "v8"
         elif var in ("9", "9.0", "v9.0"):
             var = "v9"
@@ -116,7 +154,7 @@ class Platform:
     @property
     def is_unknown(self) -> bool:
         """True for buildkit's ``unknown/unknown`` placeholder (attestations) and similar."""
-        return self.os == UNKNOWN or self.architecture == UNKNOWN
+        return UNKNOWN in (self.os, self.architecture)
 
     @property
     def is_complete(self) -> bool:
@@ -125,6 +163,9 @@ class Platform:
 
     def __str__(self) -> str:
         os_part = f"{self.os}({self.os_version})" if self.os_version else self.os
+        if not os_part:
+            # a lone architecture, as parse_platform("arm64") reads it back
+            return "/".join(p for p in (self.architecture, self.variant) if p)
         parts = [os_part, self.architecture]
         if self.variant:
             parts.append(self.variant)
@@ -151,6 +192,8 @@ def parse_platform(text: str) -> Platform:
     """Parse ``os[(os.version)]/arch[/variant]``; a lone word is an architecture.
 
     ``linux/arm64/v8``, ``linux/amd64``, ``windows(10.0.17763)/amd64``, ``arm64``.
+    Two words whose first is a known architecture and not a known OS are
+    ``architecture/variant`` (``arm64/v8``, ``arm/v7``), as containerd reads them.
     """
     if not isinstance(text, str):
         raise InvalidPlatform(repr(text), "a platform must be a string such as 'linux/arm64'")
@@ -164,6 +207,12 @@ def parse_platform(text: str) -> Platform:
         arch = parts[0].lower()
         _check_component(text, arch, "architecture")
         return Platform.of("", arch)
+    if len(parts) == 2 and parts[0].lower() not in KNOWN_OSES:
+        arch, variant = parts[0].lower(), parts[1].lower()
+        if normalize_architecture(arch)[0] in KNOWN_ARCHITECTURES:
+            _check_component(text, arch, "architecture")
+            _check_component(text, variant, "variant")
+            return Platform.of("", arch, variant)
     os_part = parts[0]
     os_version = ""
     match = _OS_WITH_VERSION.match(os_part)
