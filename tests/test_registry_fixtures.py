@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -157,10 +158,34 @@ def test_content_is_deterministic_and_distinct(registry: RegistryServer) -> None
     assert a.digest != b.digest
 
 
+def test_start_retries_when_the_port_is_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support import registry_server
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        ports = iter([busy.getsockname()[1]])
+        real = registry_server._free_port
+        monkeypatch.setattr(registry_server, "_free_port", lambda: next(ports, None) or real())
+        with start_registry(tmp_path) as reg:
+            assert reg.port != busy.getsockname()[1]
+            assert reg.start_attempts == 2
+            assert reg.count(since=reg.mark()) == 0
+
+
+def test_registry_environment_overrides_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REGISTRY_HTTP_ADDR", "0.0.0.0:5000")
+    monkeypatch.setenv("REGISTRY_AUTH", "htpasswd")
+    with start_registry(tmp_path) as reg, requests.Session() as http:
+        http.trust_env = False
+        with http.get(f"{reg.url}/v2/", timeout=5) as resp:
+            assert resp.status_code == 200
+
+
 def test_missing_binary_is_an_error_not_a_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.support import registry_server
 
-    monkeypatch.setattr(registry_server.shutil, "which", lambda *_a, **_k: None)
+    monkeypatch.setattr("shutil.which", lambda *_a, **_k: None)
     with (
         pytest.raises(registry_server.RegistryNotInstalled, match=r"tests\.support\.system_deps"),
         registry_server.start_registry(tmp_path),
@@ -314,6 +339,16 @@ def test_es256_token_server_over_tls(tmp_path: Path, test_ca: CA, http: requests
         ) as resp:
             assert resp.status_code == 200
             assert resp.content == img.manifest
+
+
+def test_basic_auth_over_tls(tmp_path: Path, test_ca: CA, http: requests.Session) -> None:
+    pair = test_ca.issue(["127.0.0.1"], name="basic-tls")
+    with start_registry(tmp_path, auth="basic", tls=pair, htpasswd_users={"dave": "pw"}) as reg:
+        img = images.push_docker_manifest_list(reg, "both/x", "v1")
+        assert skopeo_raw(reg, img.reference, creds=("dave", "pw")) == img.manifest
+        with http.get(f"{reg.url}/v2/", verify=str(pair.ca_file), timeout=5) as resp:
+            assert resp.status_code == 401
+            assert resp.headers["WWW-Authenticate"].startswith("Basic ")
 
 
 # -- TLS -------------------------------------------------------------------------------

@@ -37,7 +37,6 @@ import re
 import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urljoin
 
@@ -59,6 +58,7 @@ __all__ = [
     "PushTarget",
     "PushedImage",
     "Pusher",
+    "image_config",
     "platform_key",
     "push_all_shapes",
     "push_docker_manifest_list",
@@ -67,6 +67,7 @@ __all__ = [
     "push_index",
     "push_index_with_deleted_child",
     "push_nested_index",
+    "push_oci_index",
     "push_oci_index_with_attestations",
     "push_oci_single",
     "push_windows_index",
@@ -620,9 +621,3 @@ SHAPES = {
 def push_all_shapes(target: PushTarget, prefix: str = "", tag: str = "v1") -> dict[str, PushedImage]:
     """Push every shape once, each in its own repository ``<prefix><shape>``."""
     return {name: build(target, f"{prefix}{name}", tag) for name, build in SHAPES.items()}
-
-
-def write_blob(path: Path, data: bytes) -> str:
-    """Write *data* to *path* and return its digest (for tests that serve blobs themselves)."""
-    path.write_bytes(data)
-    return sha256_digest(data)

@@ -141,6 +141,7 @@ class RegistryServer:
         self._log: list[str] = []  # every output line, both streams, in arrival order
         self._entries: list[AccessEntry] = []
         self._last_line_at = 0.0
+        self.start_attempts = 0
 
     # -- what tests read -------------------------------------------------------------
 
@@ -254,6 +255,8 @@ class RegistryServer:
 
     def _settle(self, quiet: float = 0.03, timeout: float = 10.0) -> None:
         token = uuid.uuid4().hex
+        with self._cond:
+            start = len(self._entries)
         with requests.Session() as s:
             s.trust_env = False
             s.headers["User-Agent"] = f"{SENTINEL_USER_AGENT} {token}"
@@ -261,7 +264,7 @@ class RegistryServer:
                 pass
         deadline = time.monotonic() + timeout
         with self._cond:
-            while not any(token in e.user_agent for e in self._entries[-50:]):
+            while not any(token in e.user_agent for e in self._entries[start:]):
                 left = deadline - time.monotonic()
                 if left <= 0 or not self.running:
                     raise RegistryStartError(f"the registry did not log the sentinel request {token}")
@@ -323,7 +326,8 @@ class RegistryServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.storage_dir.mkdir(exist_ok=True)
         failure = ""
-        for _ in range(attempts):
+        for attempt in range(1, attempts + 1):
+            self.start_attempts = attempt
             port = _free_port()
             self.config_file.write_text(json.dumps(self._config(port), indent=2))
             self._launch(binary)
