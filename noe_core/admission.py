@@ -43,6 +43,16 @@ class AdmissionRequest:
     sub_resource: str = ""
 
 
+_JSON_NAMES: dict[type, str] = {dict: "an object", str: "a string", bool: "a boolean", int: "an integer"}
+
+
+def _json_name(value: object) -> str:
+    """The JSON name of a decoded value's type, for messages users read."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number"}
+    return names.get(type(value), type(value).__name__)
+
+
 def _field(container: Mapping[str, Any], key: str, path: str, kind: type, *, required: bool) -> Any:
     value = container.get(key)
     if value is None:
@@ -50,14 +60,14 @@ def _field(container: Mapping[str, Any], key: str, path: str, kind: type, *, req
             raise InvalidObject(f"{path}.{key} is missing")
         return None
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise InvalidObject(f"{path}.{key} must be a {kind.__name__}, not {type(value).__name__}")
+        raise InvalidObject(f"{path}.{key} must be {_JSON_NAMES[kind]}, not {_json_name(value)}")
     return value
 
 
 def parse_admission_review(doc: object) -> AdmissionRequest:
     """Read an AdmissionReview document (already JSON-decoded); raise :class:`InvalidObject` if malformed."""
     if not isinstance(doc, dict):
-        raise InvalidObject(f"an AdmissionReview must be a JSON object, not {type(doc).__name__}")
+        raise InvalidObject(f"an AdmissionReview must be a JSON object, not {_json_name(doc)}")
     api_version = doc.get("apiVersion")
     if api_version not in API_VERSIONS:
         raise InvalidObject(f"apiVersion {api_version!r} is not one of {', '.join(API_VERSIONS)}")
@@ -78,7 +88,7 @@ def parse_admission_review(doc: object) -> AdmissionRequest:
     if obj is None and operation in ("DELETE", "CONNECT"):
         obj = {}
     if not isinstance(obj, dict):
-        what = "missing" if obj is None else f"a {type(obj).__name__}, not an object"
+        what = "missing" if obj is None else f"{_json_name(obj)}, not an object"
         raise InvalidObject(f"request.object is {what}")
     metadata = _field(obj, "metadata", "request.object", dict, required=False) or {}
     namespace = _field(request, "namespace", "request", str, required=False) or ""
