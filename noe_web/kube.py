@@ -1,0 +1,409 @@
+"""The Kubernetes API, for the two calls the webhook makes: read a Secret, write an Event.
+
+Configuration comes from a kubeconfig file (``--kubeconfig``: its current
+context; token, token file, client certificate and key as data or files,
+certificate authority as data or file, ``insecure-skip-tls-verify``) or from
+the pod's service account (``KUBERNETES_SERVICE_HOST``/``PORT`` and the token
+and CA under ``/var/run/secrets/kubernetes.io/serviceaccount``). Tokens are
+read from their file again whenever the file changes, so projected tokens that
+the kubelet rotates keep working.
+
+TLS material given as data is loaded into an :class:`ssl.SSLContext` held in
+memory; nothing of it is written to disk. The session ignores the process
+environment (proxies, ``REQUESTS_CA_BUNDLE``, ``~/.netrc``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import logging
+import os
+import ssl
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import requests
+import yaml
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import InsecureRequestWarning
+
+from noe_core.errors import InvalidSettings
+
+log = logging.getLogger("noe.kube")
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+USER_AGENT = "noe-webhook"
+
+
+class KubeError(Exception):
+    """A Kubernetes API call that did not give what was asked."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class NotFound(KubeError):
+    """404: the object does not exist."""
+
+
+class Forbidden(KubeError):
+    """401/403: the webhook's identity may not do this."""
+
+
+class Unavailable(KubeError):
+    """No answer, a timeout or a 5xx."""
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    """Where the API is and how to authenticate, resolved from kubeconfig or in-cluster files."""
+
+    server: str
+    source: str
+    token: str | None = field(default=None, repr=False)
+    token_file: Path | None = None
+    ca_pem: str | None = field(default=None, repr=False)
+    client_cert_pem: bytes | None = field(default=None, repr=False)
+    client_key_pem: bytes | None = field(default=None, repr=False)
+    insecure: bool = False
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def describe(self) -> dict[str, object]:
+        """What the start-up line may say about it (never a credential)."""
+        auth = (
+            "token-file"
+            if self.token_file
+            else "token"
+            if self.token
+            else "client-certificate"
+            if self.client_cert_pem
+            else "basic"
+            if self.username
+            else "none"
+        )
+        return {"server": self.server, "source": self.source, "auth": auth, "insecure": self.insecure}
+
+
+def _b64(value: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidSettings(f"kubeconfig: {what} is not valid base64") from exc
+
+
+def _read(path: str | Path, base: Path, what: str) -> bytes:
+    full = Path(path)
+    if not full.is_absolute():
+        full = base / full
+    try:
+        return full.read_bytes()
+    except OSError as exc:
+        raise InvalidSettings(f"kubeconfig: cannot read {what} {full} ({exc.strerror})") from exc
+
+
+def _named(items: Any, name: str, section: str, what: str) -> dict[str, Any]:
+    for item in items or ():
+        if isinstance(item, dict) and item.get("name") == name:
+            body = item.get(what)
+            if not isinstance(body, dict):
+                raise InvalidSettings(f"kubeconfig: {section} {name!r} has no {what} section")
+            return body
+    raise InvalidSettings(f"kubeconfig: no {section} named {name!r}")
+
+
+def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
+    """Resolve the (current or given) context of a kubeconfig file."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InvalidSettings(f"--kubeconfig {path}: cannot read it ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise InvalidSettings(f"--kubeconfig {path}: not valid YAML") from exc
+    if not isinstance(doc, dict):
+        raise InvalidSettings(f"--kubeconfig {path}: not a kubeconfig document")
+    name = context or doc.get("current-context")
+    if not name:
+        raise InvalidSettings(f"--kubeconfig {path}: no current-context set")
+    ctx = _named(doc.get("contexts"), name, "context", "context")
+    cluster = _named(doc.get("clusters"), ctx.get("cluster", ""), "cluster", "cluster")
+    user_name = ctx.get("user")
+    user = _named(doc.get("users"), user_name, "user", "user") if user_name else {}
+    base = path.parent
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server.startswith(("https://", "http://")):
+        raise InvalidSettings(f"--kubeconfig {path}: cluster {ctx.get('cluster')!r} has no https server URL")
+    ca_pem: str | None = None
+    if cluster.get("certificate-authority-data"):
+        ca_pem = _b64(cluster["certificate-authority-data"], "certificate-authority-data").decode()
+    elif cluster.get("certificate-authority"):
+        ca_pem = _read(cluster["certificate-authority"], base, "certificate-authority").decode()
+    cert: bytes | None = None
+    key: bytes | None = None
+    if user.get("client-certificate-data"):
+        cert = _b64(user["client-certificate-data"], "client-certificate-data")
+    elif user.get("client-certificate"):
+        cert = _read(user["client-certificate"], base, "client-certificate")
+    if user.get("client-key-data"):
+        key = _b64(user["client-key-data"], "client-key-data")
+    elif user.get("client-key"):
+        key = _read(user["client-key"], base, "client-key")
+    if (cert is None) != (key is None):
+        raise InvalidSettings(f"--kubeconfig {path}: user {user_name!r} has a client certificate without key")
+    token_file = user.get("tokenFile")
+    if (user.get("exec") or user.get("auth-provider")) and not (user.get("token") or token_file or cert):
+        raise InvalidSettings(
+            f"--kubeconfig {path}: user {user_name!r} uses an exec/auth-provider plugin, which noe does not run;"
+            " give it a token, a token file or a client certificate"
+        )
+    return ApiConfig(
+        server=server.rstrip("/"),
+        source=f"kubeconfig {path} context {name}",
+        token=user.get("token") or None,
+        token_file=(base / token_file) if token_file else None,
+        ca_pem=ca_pem,
+        client_cert_pem=cert,
+        client_key_pem=key,
+        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        username=user.get("username") or None,
+        password=user.get("password") or None,
+    )
+
+
+def in_cluster_config(
+    environ: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCOUNT_DIR
+) -> ApiConfig | None:
+    """The service-account configuration, or ``None`` when not running in a pod."""
+    env = os.environ if environ is None else environ
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    token_file = sa_dir / "token"
+    if not host or not port or not token_file.is_file():
+        return None
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    ca_file = sa_dir / "ca.crt"
+    try:
+        ca_pem = ca_file.read_text() if ca_file.is_file() else None
+    except OSError as exc:
+        raise InvalidSettings(f"in-cluster: cannot read {ca_file} ({exc.strerror})") from exc
+    return ApiConfig(
+        server=f"https://{host}:{port}",
+        source="in-cluster service account",
+        token_file=token_file,
+        ca_pem=ca_pem,
+    )
+
+
+def build_ssl_context(config: ApiConfig) -> ssl.SSLContext:
+    """Client context trusting only the configured CA (or the system's when none is given)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=config.ca_pem)
+    if config.ca_pem is None:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if config.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if config.client_cert_pem is not None and config.client_key_pem is not None:
+        # load_cert_chain only reads files: a private directory, removed at once.
+        with tempfile.TemporaryDirectory(prefix="noe-kube-") as tmp:
+            cert_path, key_path = Path(tmp, "c"), Path(tmp, "k")
+            for p, data in ((cert_path, config.client_cert_pem), (key_path, config.client_key_pem)):
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+            try:
+                context.load_cert_chain(str(cert_path), str(key_path))
+            except ssl.SSLError as exc:
+                raise InvalidSettings(f"{config.source}: the client certificate and key do not load") from exc
+    return context
+
+
+class _ContextAdapter(HTTPAdapter):
+    """Uses one prepared SSL context; trust comes from it alone, never from certifi."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self._context = context
+        super().__init__(pool_connections=2, pool_maxsize=8)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["ssl_context"] = self._context
+        super().init_poolmanager(*args, **kwargs)
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        # The context already carries the CA and the client certificate.
+        return
+
+
+class _TokenSource:
+    """A bearer token, read again from its file whenever the file changes."""
+
+    def __init__(self, token: str | None, token_file: Path | None) -> None:
+        self._static = token
+        self._file = token_file
+        self._stamp: tuple[int, int, int] | None = None
+        self._token: str | None = None
+        self._lock = threading.Lock()
+
+    def get(self, *, force: bool = False) -> str | None:
+        if self._file is None:
+            return self._static
+        try:
+            st = self._file.stat()
+        except OSError:
+            return self._token or self._static
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with self._lock:
+            if force or stamp != self._stamp:
+                try:
+                    self._token = self._file.read_text().strip() or None
+                    self._stamp = stamp
+                except OSError:
+                    pass
+            return self._token or self._static
+
+
+class _TTLCache:
+    """A small thread-safe LRU with a time-to-live per entry."""
+
+    def __init__(self, maxsize: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.maxsize, self.ttl, self.clock = maxsize, ttl, clock
+        self._data: collections.OrderedDict[tuple[str, str], tuple[float, Any]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> tuple[bool, Any]:
+        with self._lock:
+            item = self._data.get(key)
+            if item is None:
+                return False, None
+            if item[0] < self.clock():
+                del self._data[key]
+                return False, None
+            self._data.move_to_end(key)
+            return True, item[1]
+
+    def put(self, key: tuple[str, str], value: Any, ttl: float | None = None) -> None:
+        if self.maxsize <= 0 or self.ttl <= 0:
+            return
+        with self._lock:
+            self._data[key] = (self.clock() + (self.ttl if ttl is None else ttl), value)
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+
+class KubeClient:
+    """Secret GET (with a short bounded cache) and Event POST against one API server."""
+
+    def __init__(
+        self,
+        config: ApiConfig,
+        *,
+        secret_cache_ttl: float = 30.0,
+        secret_cache_size: int = 256,
+        timeout: float = 5.0,
+    ) -> None:
+        self.config = config
+        self.timeout = timeout
+        self._tokens = _TokenSource(config.token, config.token_file)
+        self._session = requests.Session()
+        self._session.trust_env = False
+        self._session.headers["User-Agent"] = USER_AGENT
+        self._session.headers["Accept"] = "application/json"
+        self._session.mount("https://", _ContextAdapter(build_ssl_context(config)))
+        if config.insecure:
+            # Asked for by the kubeconfig and said once at start-up; not once per request.
+            warnings.filterwarnings("ignore", category=InsecureRequestWarning)
+        if config.username and config.password:
+            self._session.auth = (config.username, config.password)
+        self._secrets = _TTLCache(secret_cache_size, secret_cache_ttl)
+        # A missing or forbidden Secret is remembered for less time than a found one.
+        self._negative_ttl = min(secret_cache_ttl, 10.0)
+
+    def close(self) -> None:
+        self._session.close()
+
+    def _request(self, method: str, path: str, *, json_body: Any = None, timeout: float | None = None) -> Any:
+        url = self.config.server + path
+        limit = self.timeout if timeout is None else max(0.05, min(timeout, self.timeout))
+        for attempt in (0, 1):
+            headers = {}
+            token = self._tokens.get(force=attempt == 1)
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            try:
+                resp = self._session.request(
+                    method,
+                    url,
+                    json=json_body,
+                    headers=headers,
+                    timeout=limit,
+                    verify=not self.config.insecure,
+                    allow_redirects=False,
+                )
+            except requests.RequestException as exc:
+                raise Unavailable(f"{method} {path}: no answer from the Kubernetes API ({type(exc).__name__})") from exc
+            with resp:
+                status = resp.status_code
+                if status == 401 and attempt == 0 and self.config.token_file is not None:
+                    continue  # the token may have rotated under us: read it again once
+                if 200 <= status < 300:
+                    try:
+                        return resp.json()
+                    except ValueError as exc:
+                        raise Unavailable(f"{method} {path}: the answer is not JSON", status=status) from exc
+                reason = _status_reason(resp)
+                if status == 404:
+                    raise NotFound(f"{method} {path}: not found", status=status)
+                if status in (401, 403):
+                    raise Forbidden(f"{method} {path}: {status} {reason}".rstrip(), status=status)
+                raise Unavailable(f"{method} {path}: {status} {reason}".rstrip(), status=status)
+        raise Unavailable(f"{method} {path}: unauthorized")  # pragma: no cover - loop always returns
+
+    def get_secret(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any]:
+        """The Secret as the API returns it; raises :class:`NotFound`, :class:`Forbidden`, :class:`Unavailable`."""
+        key = (namespace, name)
+        hit, value = self._secrets.get(key)
+        if hit:
+            if isinstance(value, KubeError):
+                raise value
+            return dict(value)
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/secrets/{quote(name, safe='')}"
+        try:
+            secret = self._request("GET", path, timeout=timeout)
+        except (NotFound, Forbidden) as exc:
+            self._secrets.put(key, exc, self._negative_ttl)
+            raise
+        if not isinstance(secret, dict):
+            raise Unavailable(f"GET {path}: the answer is not an object")
+        self._secrets.put(key, secret)
+        return dict(secret)
+
+    def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
+        self._request("POST", path, json_body=event)
+
+
+def _status_reason(resp: requests.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return ""
+    if isinstance(body, dict) and isinstance(body.get("reason"), str):
+        return str(body["reason"])
+    return ""
+
+
+def discover(kubeconfig: Path | None, environ: Mapping[str, str] | None = None) -> ApiConfig | None:
+    """``--kubeconfig`` when given, else the in-cluster service account, else ``None``."""
+    if kubeconfig is not None:
+        return load_kubeconfig(kubeconfig)
+    return in_cluster_config(environ)
