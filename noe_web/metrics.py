@@ -1,0 +1,169 @@
+"""Prometheus metrics of the webhook, correct across gunicorn worker processes.
+
+Under ``noe serve`` the master sets ``PROMETHEUS_MULTIPROC_DIR`` before this
+module (and so ``prometheus_client``) is imported: every worker then writes its
+values to files there and the master's ``/metrics`` server sums them with a
+``MultiProcessCollector``. Gauges carry a ``multiprocess_mode``.
+
+Names follow the Go Noe where it has one. Label values are bounded: a registry
+host or a namespace (each capped at :data:`MAX_LABEL_VALUES` distinct values
+per process, the rest counted as ``other``), a decision, a kind, an HTTP
+method or status. Never an image.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess
+from prometheus_client.exposition import generate_latest
+
+MAX_LABEL_VALUES = 200
+OTHER = "other"
+DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class _Bounded:
+    """Passes through the first ``limit`` distinct values, then answers ``other``."""
+
+    def __init__(self, limit: int = MAX_LABEL_VALUES) -> None:
+        self._seen: set[str] = set()
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        value = value or "none"
+        if value in self._seen:
+            return value
+        with self._lock:
+            if len(self._seen) < self._limit:
+                self._seen.add(value)
+                return value
+        return OTHER
+
+
+class Metrics:
+    """All metrics of one worker process; also a :class:`noe_core.observer.RegistryObserver`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._registry_label = _Bounded()
+        self._namespace_label = _Bounded()
+        self.registry_errors = Counter(
+            "noe_hook_registry_errors_total", "Failed registry lookup steps.", ["registry", "kind"], registry=r
+        )
+        self.injected = Counter(
+            "noe_hook_arch_selector_injected_total",
+            "Admissions whose pod spec was given an architecture requirement.",
+            ["namespace", "kind"],
+            registry=r,
+        )
+        self.update_skip = Counter(
+            "noe_hook_update_skip_total",
+            "Admissions the policy did not look at (pod UPDATE, other kinds and operations).",
+            ["kind", "operation"],
+            registry=r,
+        )
+        self.registry_requests = Counter(
+            "noe_registry_requests_total",
+            "HTTP requests to registries and token servers (status 0: no answer).",
+            ["registry", "method", "status"],
+            registry=r,
+        )
+        self.rate_limit_remaining = Gauge(
+            "noe_registry_rate_limit_remaining",
+            "Last RateLimit-Remaining seen from a registry.",
+            ["registry"],
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
+        self.rate_limit_limit = Gauge(
+            "noe_registry_rate_limit_limit",
+            "Last RateLimit-Limit seen from a registry.",
+            ["registry"],
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
+        self.cache_hits = Counter("noe_registry_cache_hits_total", "Lookups answered from cache.", ["kind"], registry=r)
+        self.cache_misses = Counter(
+            "noe_registry_cache_misses_total", "Lookups that went to the registry.", ["kind"], registry=r
+        )
+        self.cache_coalesced = Counter(
+            "noe_registry_cache_coalesced_total",
+            "Lookups that waited for an identical one in flight.",
+            ["kind"],
+            registry=r,
+        )
+        self.token_fetches = Counter(
+            "noe_registry_token_fetches_total", "Bearer token requests.", ["registry", "outcome"], registry=r
+        )
+        self.admissions = Counter(
+            "noe_admissions_total", "Admission reviews answered.", ["namespace", "kind", "decision"], registry=r
+        )
+        self.admission_duration = Histogram(
+            "noe_admission_duration_seconds",
+            "Time to answer one admission review, lookups included.",
+            ["decision"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.static_lookups = Counter(
+            "noe_static_platforms_hits_total", "Images answered by --image-platforms.", registry=r
+        )
+        self.events = Counter("noe_events_total", "Kubernetes Events by outcome.", ["outcome"], registry=r)
+        self.bad_requests = Counter(
+            "noe_bad_requests_total", "Requests to /mutate answered 400 or 413.", ["reason"], registry=r
+        )
+
+    # --- RegistryObserver -------------------------------------------------
+    def request(self, registry: str, method: str, status: int) -> None:
+        self.registry_requests.labels(self._registry_label(registry), method, str(status)).inc()
+
+    def cache_hit(self, kind: str) -> None:
+        self.cache_hits.labels(kind).inc()
+
+    def cache_miss(self, kind: str) -> None:
+        self.cache_misses.labels(kind).inc()
+
+    def coalesced(self, kind: str) -> None:
+        self.cache_coalesced.labels(kind).inc()
+
+    def token_fetch(self, registry: str, outcome: str) -> None:
+        self.token_fetches.labels(self._registry_label(registry), outcome).inc()
+
+    def rate_limit(self, registry: str, remaining: int, limit: int) -> None:
+        label = self._registry_label(registry)
+        self.rate_limit_remaining.labels(label).set(remaining)
+        self.rate_limit_limit.labels(label).set(limit)
+
+    def error(self, registry: str, kind: str) -> None:
+        self.registry_errors.labels(self._registry_label(registry), kind).inc()
+
+    # --- admissions -------------------------------------------------------
+    def admission(self, *, namespace: str, kind: str, decision: str, seconds: float) -> None:
+        self.admissions.labels(self._namespace_label(namespace), kind or "none", decision).inc()
+        self.admission_duration.labels(decision).observe(seconds)
+        if decision == "mutated":
+            self.injected.labels(self._namespace_label(namespace), kind or "none").inc()
+
+    def skipped(self, kind: str, operation: str) -> None:
+        self.update_skip.labels(kind or "none", operation or "none").inc()
+
+
+def multiprocess_registry(directory: Path | None = None) -> CollectorRegistry:
+    """A registry that reads every worker's files (for the master's ``/metrics``)."""
+    registry = CollectorRegistry()
+    path = str(directory) if directory else os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    multiprocess.MultiProcessCollector(registry, path=path)
+    return registry
+
+
+def mark_process_dead(pid: int) -> None:
+    multiprocess.mark_process_dead(pid)
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)
