@@ -1,0 +1,360 @@
+"""One admission, start to finish: lookups within the deadline, policy, Events, log line.
+
+The web layer hands a decoded AdmissionReview to :meth:`AdmissionService.review`
+and serialises what comes back. Every step that can be slow is bounded by one
+:class:`~noe_core.deadline.Deadline` of ``--admission-deadline`` seconds:
+
+1. the images the policy needs (:func:`noe_core.policy.images_to_inspect`);
+2. ``--image-platforms`` answers first; for the rest, the pod's
+   ``imagePullSecrets`` are read through the Kubernetes API (missing or
+   forbidden → a warning and anonymous access) and the images resolved in
+   parallel, each on its own thread; lookups still running at the deadline are
+   abandoned and become ``LookupFailure("timed out after Ns")``, which the
+   policy turns into a warning (or a deny in a strict namespace);
+3. :func:`noe_core.policy.decide` and :func:`noe_core.admission.review_response`;
+4. Events are queued (never written on the request path, never on dry-run);
+5. one JSON log line and the metrics.
+
+Nothing here logs a credential or a Secret's content: Secrets are turned into
+keychains at once and only their namespace/name appear in messages.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
+from noe_core.deadline import Deadline
+from noe_core.errors import InvalidObject, InvalidSettings, NoeError
+from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure
+from noe_core.platforms_file import StaticPlatforms
+from noe_core.policy import Decision, acts_on, decide, images_to_inspect, limit_warning
+from noe_core.settings import PolicySettings
+from noe_core.workload import pod_spec_view
+from noe_web.events import (
+    NORMAL,
+    REASON_FAILED,
+    REASON_INJECTED,
+    WARNING,
+    EventRecorder,
+    EventRequest,
+    controller_owner,
+    object_ref,
+)
+from noe_web.kube import Forbidden, KubeClient, KubeError, NotFound
+from noe_web.metrics import Metrics
+
+log = logging.getLogger("noe.admission")
+
+# The share of the deadline pull Secrets may take before lookups go ahead without them.
+_SECRET_SHARE = 0.4
+_SECRET_CAP = 2.0
+
+
+class ImageResolver(Protocol):
+    """What the service needs of ``noe_core.resolver.Resolver``."""
+
+    def resolve(self, reference: str, *, deadline: Deadline, keychain: Any = None) -> Any: ...
+
+
+@dataclass
+class AdmissionStats:
+    """Per-admission counts, filled by :class:`ObserverTee` on whichever thread does the lookup."""
+
+    cache_hits: int = 0
+    cache_misses: int = 0
+    coalesced: int = 0
+    registry_requests: int = 0
+
+
+_current_stats: contextvars.ContextVar[AdmissionStats | None] = contextvars.ContextVar(
+    "noe_admission_stats", default=None
+)
+
+
+class ObserverTee:
+    """A ``RegistryObserver`` feeding the process metrics and the current admission's counts."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def request(self, registry: str, method: str, status: int) -> None:
+        self._metrics.request(registry, method, status)
+        stats = _current_stats.get()
+        if stats is not None:
+            stats.registry_requests += 1
+
+    def cache_hit(self, kind: str) -> None:
+        self._metrics.cache_hit(kind)
+        stats = _current_stats.get()
+        if stats is not None:
+            stats.cache_hits += 1
+
+    def cache_miss(self, kind: str) -> None:
+        self._metrics.cache_miss(kind)
+        stats = _current_stats.get()
+        if stats is not None:
+            stats.cache_misses += 1
+
+    def coalesced(self, kind: str) -> None:
+        self._metrics.coalesced(kind)
+        stats = _current_stats.get()
+        if stats is not None:
+            stats.coalesced += 1
+
+    def token_fetch(self, registry: str, outcome: str) -> None:
+        self._metrics.token_fetch(registry, outcome)
+
+    def rate_limit(self, registry: str, remaining: int, limit: int) -> None:
+        self._metrics.rate_limit(registry, remaining, limit)
+
+    def error(self, registry: str, kind: str) -> None:
+        self._metrics.error(registry, kind)
+
+
+@dataclass
+class AdmissionService:
+    """Everything one admission needs; built once per worker process."""
+
+    policy: PolicySettings
+    metrics: Metrics
+    deadline_seconds: float = 5.0
+    static: StaticPlatforms | None = None
+    resolver: ImageResolver | None = None
+    kube: KubeClient | None = None
+    events: EventRecorder | None = None
+    pool_size: int = 32
+    _pool: concurrent.futures.ThreadPoolExecutor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.pool_size, thread_name_prefix="noe-lookup"
+        )
+
+    def close(self) -> None:
+        if self.events is not None:
+            self.events.stop(timeout=2.0)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.kube is not None:
+            self.kube.close()
+        close = getattr(self.resolver, "close", None)
+        if callable(close):
+            close()
+
+    # ------------------------------------------------------------------ the admission
+    def review(self, doc: object) -> dict[str, Any]:
+        """Answer one decoded AdmissionReview; raises :class:`InvalidObject` for input noe cannot read."""
+        started = time.monotonic()
+        deadline = Deadline.after(self.deadline_seconds)
+        request = parse_admission_review(doc)
+        stats = AdmissionStats()
+        images = images_to_inspect(
+            request.obj, kind=request.kind, operation=request.operation, sub_resource=request.sub_resource
+        )
+        extra_warnings: list[str] = []
+        lookups = self._lookups(request, images, deadline, stats, extra_warnings) if images else {}
+        decision = decide(
+            request.obj,
+            kind=request.kind,
+            operation=request.operation,
+            namespace=request.namespace,
+            lookups=lookups,
+            settings=self.policy,
+            dry_run=request.dry_run,
+            sub_resource=request.sub_resource,
+        )
+        if extra_warnings:
+            merged = tuple(dict.fromkeys((*decision.warnings, *extra_warnings)))
+            decision = dataclasses.replace(decision, warnings=merged)
+        response = review_response(request, decision)
+        label = self._label(request, decision)
+        if not request.dry_run:
+            self._record_events(request, decision)
+        seconds = time.monotonic() - started
+        if label == "skipped":
+            self.metrics.skipped(request.kind, request.operation)
+        self.metrics.admission(namespace=request.namespace, kind=request.kind, decision=label, seconds=seconds)
+        self._log(request, images, lookups, decision, label, seconds, stats)
+        return response
+
+    @staticmethod
+    def _label(request: AdmissionRequest, decision: Decision) -> str:
+        if not decision.allowed:
+            return "denied"
+        if decision.changed:
+            return "mutated"
+        if not acts_on(request.kind, request.operation, request.sub_resource):
+            return "skipped"
+        return "allowed"
+
+    # ------------------------------------------------------------------ lookups
+    def _lookups(
+        self,
+        request: AdmissionRequest,
+        images: Sequence[str],
+        deadline: Deadline,
+        stats: AdmissionStats,
+        warnings: list[str],
+    ) -> dict[str, Lookup]:
+        found: dict[str, Lookup] = {}
+        remote: list[str] = []
+        for image in images:
+            declared = self.static.get(image) if self.static is not None else None
+            if declared is not None:
+                found[image] = declared
+                self.metrics.static_lookups.inc()
+            elif image not in remote:
+                remote.append(image)
+        if not remote:
+            return found
+        if self.resolver is None:
+            for image in remote:
+                found[image] = LookupFailure("not in --image-platforms and registry lookups are off")
+            return found
+        keychain = self._pull_secret_keychain(request, deadline, warnings)
+        context = contextvars.copy_context()
+        context.run(_current_stats.set, stats)
+        futures = {
+            image: self._pool.submit(context.copy().run, self._resolve_one, image, deadline, keychain)
+            for image in remote
+        }
+        concurrent.futures.wait(futures.values(), timeout=deadline.remaining())
+        for image, future in futures.items():
+            if future.done():
+                found[image] = future.result()
+            else:
+                future.cancel()
+                found[image] = LookupFailure(f"timed out after {self.deadline_seconds:g}s")
+        return found
+
+    def _resolve_one(self, image: str, deadline: Deadline, keychain: Any) -> Lookup:
+        assert self.resolver is not None
+        try:
+            info = self.resolver.resolve(image, deadline=deadline, keychain=keychain)
+        except NoeError as exc:
+            if deadline.expired:
+                return LookupFailure(f"timed out after {self.deadline_seconds:g}s")
+            return LookupFailure(str(exc))
+        except Exception as exc:  # a bug in a lookup must not fail the admission
+            log.exception("lookup of %s failed unexpectedly", image)
+            return LookupFailure(f"internal error ({type(exc).__name__})")
+        return ImagePlatforms(tuple(entry.platform for entry in info.platforms), info.digest)
+
+    def _pull_secret_keychain(
+        self, request: AdmissionRequest, deadline: Deadline, warnings: list[str]
+    ) -> Any:
+        names = _pull_secret_names(request)
+        if not names:
+            return None
+        ns = request.namespace
+        if self.kube is None:
+            warnings.append(limit_warning(
+                "imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously"
+            ))
+            return None
+        from noe_core.dockerconfig import keychain_from_pull_secret  # noqa: PLC0415
+        from noe_core.keychain import MultiKeychain  # noqa: PLC0415
+
+        kube = self.kube
+        budget = min(deadline.remaining() * _SECRET_SHARE, _SECRET_CAP)
+        futures = {
+            name: self._pool.submit(kube.get_secret, ns, name, timeout=budget) for name in names
+        }
+        concurrent.futures.wait(futures.values(), timeout=budget)
+        chains = []
+        for name, future in futures.items():
+            where = f"imagePullSecret {ns}/{name}"
+            if not future.done():
+                future.cancel()
+                warnings.append(limit_warning(f"{where}: API did not answer in time; trying anonymous access"))
+                continue
+            try:
+                secret = future.result()
+                chains.append(keychain_from_pull_secret(secret, where))
+            except NotFound:
+                warnings.append(limit_warning(f"{where} not found; trying anonymous access"))
+            except Forbidden:
+                warnings.append(limit_warning(f"{where}: reading it is forbidden; trying anonymous access"))
+            except KubeError as exc:
+                warnings.append(limit_warning(f"{where}: {exc}; trying anonymous access"))
+            except InvalidSettings as exc:
+                warnings.append(limit_warning(str(exc)))
+        if not chains:
+            return None
+        return chains[0] if len(chains) == 1 else MultiKeychain(*chains)
+
+    # ------------------------------------------------------------------ events and logs
+    def _record_events(self, request: AdmissionRequest, decision: Decision) -> None:
+        if self.events is None or not acts_on(request.kind, request.operation, request.sub_resource):
+            return
+        if not decision.allowed:
+            kind, reason, message = WARNING, REASON_FAILED, decision.message or "denied"
+        elif decision.changed and decision.common:
+            kind, reason = NORMAL, REASON_INJECTED
+            message = f"required kubernetes.io/arch in [{', '.join(decision.common)}]"
+        elif decision.warnings:
+            kind, reason, message = WARNING, REASON_FAILED, "; ".join(decision.warnings)
+        else:
+            return
+        target = object_ref(request.obj, kind=request.kind, namespace=request.namespace)
+        self.events.record(EventRequest(target, kind, reason, message))
+        owner = controller_owner(request.obj, request.namespace)
+        if owner is not None:
+            what = f"{request.kind.lower()}s of {owner.kind} {owner.name}"
+            self.events.record(EventRequest(owner, kind, reason, f"{what}: {message}", is_owner=True))
+
+    def _log(  # noqa: PLR0917
+        self,
+        request: AdmissionRequest,
+        images: Sequence[str],
+        lookups: Mapping[str, Lookup],
+        decision: Decision,
+        label: str,
+        seconds: float,
+        stats: AdmissionStats,
+    ) -> None:
+        meta = request.obj.get("metadata") if isinstance(request.obj.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)
+        fields: dict[str, Any] = {
+            "event": "admission",
+            "uid": request.uid,
+            "namespace": request.namespace,
+            "name": meta.get("name") or request.name or None,
+            "generateName": meta.get("generateName") or None,
+            "kind": request.kind,
+            "operation": request.operation,
+            "dry_run": request.dry_run,
+            "images": list(images),
+            "decision": label,
+            "common": list(decision.common) if decision.common is not None else None,
+            "warnings": list(decision.warnings),
+            "message": decision.message,
+            "failed_lookups": sorted(i for i, v in lookups.items() if isinstance(v, LookupFailure)),
+            "duration_ms": round(seconds * 1000, 2),
+            "cache_hits": stats.cache_hits,
+            "cache_misses": stats.cache_misses,
+            "coalesced": stats.coalesced,
+            "registry_requests": stats.registry_requests,
+        }
+        log.info("admission", extra={"fields": fields})
+
+
+def _pull_secret_names(request: AdmissionRequest) -> list[str]:
+    try:
+        spec = pod_spec_view(request.obj, request.kind)
+    except InvalidObject:
+        return []
+    entries = spec.get("imagePullSecrets") if isinstance(spec, Mapping) else None
+    names: list[str] = []
+    for entry in entries if isinstance(entries, list) else ():
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name and name not in names:
+            names.append(name)
+    return names

@@ -1,0 +1,119 @@
+"""The Flask application: parse HTTP, call the admission service, serialise.
+
+``create_app(services)`` builds a new app around the given services, so every
+test (and every gunicorn worker) has its own; nothing lives in module globals.
+
+Endpoints:
+
+* ``POST /mutate`` — an AdmissionReview (``admission.k8s.io/v1`` or
+  ``v1beta1``) in, the answer in the same version out. A body that is not
+  JSON, not an AdmissionReview or missing what noe needs gets a 400 with a
+  one-line JSON message; one larger than ``max_body_bytes`` gets a 413. Never
+  a 500 for input.
+* ``GET /livez`` and ``/healthz`` — the process answers; never depends on a
+  registry or the Kubernetes API.
+* ``GET /readyz`` — ready to take admissions (not shutting down); reports what
+  is configured, still without touching a registry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from noe_core.errors import InvalidObject
+from noe_web.admission_service import AdmissionService
+
+log = logging.getLogger("noe.app")
+
+DEFAULT_MAX_BODY = 3 * 1024 * 1024
+
+
+@dataclass
+class Services:
+    """What the app is built around."""
+
+    admission: AdmissionService
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    info: dict[str, Any] = field(default_factory=dict)
+    shutting_down: bool = False
+
+    def close(self) -> None:
+        self.shutting_down = True
+        self.admission.close()
+
+
+def _json(status: int, body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body, separators=(",", ":")) + "\n", status=status, mimetype="application/json")
+
+
+def _bad_request(status: int, reason: str, message: str, services: Services) -> Response:
+    services.admission.metrics.bad_requests.labels(reason).inc()
+    return _json(status, {"code": status, "reason": reason, "message": message})
+
+
+def create_app(services: Services) -> Flask:
+    app = Flask("noe_web")
+    app.config["MAX_CONTENT_LENGTH"] = services.max_body_bytes
+    app.extensions["noe"] = services
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        length = request.content_length
+        if length is not None and length > services.max_body_bytes:
+            return _too_large()
+        body = request.get_data(cache=False)
+        if not body:
+            return _bad_request(400, "empty", "the request body is empty: send an AdmissionReview", services)
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            return _bad_request(400, "not_json", f"the request body is not JSON ({detail})", services)
+        try:
+            answer = services.admission.review(doc)
+        except InvalidObject as exc:
+            return _bad_request(400, "invalid", f"not a usable AdmissionReview: {exc}", services)
+        return _json(200, answer)
+
+    def _too_large() -> Response:
+        return _bad_request(
+            413,
+            "too_large",
+            f"the request body is larger than {services.max_body_bytes} bytes; AdmissionReviews are smaller",
+            services,
+        )
+
+    @app.get("/livez")
+    @app.get("/healthz")
+    def livez() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        if services.shutting_down:
+            return _json(503, {"status": "shutting down"})
+        events = services.admission.events
+        return _json(
+            200,
+            {
+                "status": "ready",
+                **services.info,
+                "events_pending": events.pending() if events is not None else None,
+            },
+        )
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        if exc.code == 413:
+            return _too_large()
+        code = exc.code or 500
+        return _json(code, {"code": code, "reason": exc.name.lower().replace(" ", "_"),
+                            "message": exc.description or exc.name})
+
+    return app

@@ -1,0 +1,246 @@
+"""``noe serve``: validate the configuration, prepare TLS and metrics, run gunicorn.
+
+Start-up order, in the master process:
+
+1. flags → :class:`~noe_web.config.ServeConfig` (an invalid one: one line, exit 2);
+2. TLS: the given pair, ``--cert-dir``'s ``tls.crt``/``tls.key``, or a
+   self-signed CA and localhost certificate in ``--state-dir`` (printed);
+3. Kubernetes API: ``--kubeconfig``, in-cluster, or none (said once);
+4. metrics: an empty ``PROMETHEUS_MULTIPROC_DIR`` set *before*
+   ``prometheus_client`` is imported, and the ``/metrics`` server;
+5. one JSON start-up line, then gunicorn forks the workers, each of which
+   builds its own services in :func:`build_app`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from noe_core.errors import InvalidSettings
+from noe_web.config import ServeConfig, add_serve_arguments
+
+log = logging.getLogger("noe.serve")
+
+_STD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, msg and the record's ``fields``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            out.update(fields)
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, separators=(",", ":"))
+
+
+def configure_logging(level: str) -> None:
+    logger = logging.getLogger("noe")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JsonFormatter())
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+    # noe_core modules log under their module names
+    core = logging.getLogger("noe_core")
+    core.handlers = [handler]
+    core.setLevel(level)
+    core.propagate = False
+
+
+def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the admission webhook (TLS, gunicorn)",
+        description="Run the mutating admission webhook over TLS. Every flag is also a NOE_* variable.",
+    )
+    add_serve_arguments(parser)
+    parser.set_defaults(run=run_serve)
+
+
+def _emit(doc: dict[str, Any]) -> None:
+    print(json.dumps(doc, default=str, separators=(",", ":")), flush=True)
+
+
+def build_app(config: ServeConfig, api: Any) -> Any:
+    """Everything one worker needs, and the Flask app around it (called after the fork)."""
+    from noe_core.cli.registry_options import make_session  # noqa: PLC0415
+    from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
+    from noe_core.resolver import Resolver  # noqa: PLC0415
+    from noe_web.admission_service import AdmissionService, ObserverTee  # noqa: PLC0415
+    from noe_web.app import Services, create_app  # noqa: PLC0415
+    from noe_web.events import EventRecorder  # noqa: PLC0415
+    from noe_web.kube import KubeClient  # noqa: PLC0415
+    from noe_web.metrics import Metrics  # noqa: PLC0415
+
+    configure_logging(config.log_level)
+    metrics = Metrics()
+    static = StaticPlatforms.load(config.image_platforms) if config.image_platforms else None
+    resolver = Resolver(
+        make_session(config.registry),
+        settings=config.registry,
+        keychain=config.node_keychain,
+        observer=ObserverTee(metrics),
+    )
+    kube = events = None
+    if api is not None:
+        kube = KubeClient(api, secret_cache_ttl=config.pull_secret_cache_ttl,
+                          timeout=max(1.0, config.admission_deadline))
+        events = EventRecorder(
+            kube,
+            maxsize=config.event_queue_size,
+            on_drop=lambda reason: metrics.events.labels("dropped").inc(),
+            on_written=lambda outcome: metrics.events.labels(outcome).inc(),
+        )
+        events.start()
+    admission = AdmissionService(
+        policy=config.policy,
+        metrics=metrics,
+        deadline_seconds=config.admission_deadline,
+        static=static,
+        resolver=resolver,
+        kube=kube,
+        events=events,
+        pool_size=max(16, config.threads * 4),
+    )
+    info = {
+        "kubernetes_api": api is not None,
+        "image_platforms": len(static) if static is not None else 0,
+        "admission_deadline": config.admission_deadline,
+    }
+    return create_app(Services(admission, max_body_bytes=config.max_body_bytes, info=info))
+
+
+def _metrics_dir() -> tuple[Path, Callable[[], None]]:
+    """An empty multiprocess directory (the user's, emptied, or a fresh one removed at exit)."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink(missing_ok=True)
+        return path, lambda: None
+    path = Path(tempfile.mkdtemp(prefix="noe-metrics-"))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path, lambda: shutil.rmtree(path, ignore_errors=True)
+
+
+def run_serve(ns: argparse.Namespace) -> int:
+    configure_logging(str(getattr(ns, "log_level", "INFO") or "INFO").upper()
+                      if str(getattr(ns, "log_level", "INFO") or "INFO").upper() in
+                      ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO")
+    try:
+        config = ServeConfig.from_args(ns)
+        tls = _tls(config)
+        api = _api(config)
+    except InvalidSettings as exc:
+        print(f"noe serve: {exc}", file=sys.stderr, flush=True)
+        return 2
+    configure_logging(config.log_level)
+    if api is None:
+        log.warning("no Kubernetes API access (no --kubeconfig, not in a cluster): "
+                    "imagePullSecrets are not read and no Events are written")
+    cleanup: Callable[[], None] = lambda: None  # noqa: E731
+    metrics_server = None
+    if config.metrics_enabled:
+        directory, cleanup = _metrics_dir()
+        from noe_web.server import MetricsServer  # noqa: PLC0415
+
+        try:
+            metrics_server = MetricsServer(config.metrics_host or "", config.metrics_port or 0, directory)
+        except OSError as exc:
+            cleanup()
+            print(f"noe serve: --metrics-addr {config.metrics_host or ''}:{config.metrics_port}: "
+                  f"cannot listen ({exc.strerror})", file=sys.stderr, flush=True)
+            return 2
+    cert_file, key_file, ca_file, created = tls
+    _emit({
+        "event": "startup",
+        "msg": "noe webhook starting",
+        "config": config.describe(),
+        "tls": {"cert_file": str(cert_file), "key_file": str(key_file),
+                "ca_file": str(ca_file) if ca_file else None, "self_signed": ca_file is not None,
+                "created": created},
+        "kubernetes_api": api.describe() if api is not None else None,
+        "metrics_port": metrics_server.port if metrics_server is not None else None,
+    })
+    if ca_file is not None:
+        port = config.bind_port
+        _emit({
+            "event": "self-signed",
+            "msg": "no certificate given: serving a self-signed localhost certificate; trust this CA",
+            "ca_file": str(ca_file),
+            "try": f"curl --cacert {ca_file} -H 'Content-Type: application/json' "
+                   f"-d @examples/admission-review.json https://localhost:{port}/mutate",
+        })
+    from noe_web.server import NoeServer  # noqa: PLC0415
+
+    server = NoeServer(
+        bind=config.bind,
+        workers=config.workers,
+        threads=config.threads,
+        cert_file=cert_file,
+        key_file=key_file,
+        app_factory=lambda: build_app(config, api),
+        graceful_timeout=config.graceful_timeout,
+        request_timeout=max(30.0, config.admission_deadline * 4),
+        control_socket=config.control_socket,
+        log_level=config.log_level,
+        metrics=metrics_server,
+        on_exit=cleanup,
+    )
+    try:
+        server.run()
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+def _tls(config: ServeConfig) -> tuple[Path, Path, Path | None, bool]:
+    if config.tls_cert_file is not None and config.tls_key_file is not None:
+        return config.tls_cert_file, config.tls_key_file, None, False
+    from noe_web.tls import ensure_self_signed  # noqa: PLC0415
+
+    files = ensure_self_signed(config.state_dir)
+    return files.cert_file, files.key_file, files.ca_file, files.created
+
+
+def _api(config: ServeConfig) -> Any:
+    from noe_web.kube import discover  # noqa: PLC0415
+
+    return discover(config.kubeconfig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m noe_web.serve [flags]``: the serve subcommand alone."""
+    from noe_core.cli.options import go_style_argv  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog="noe serve")
+    add_serve_arguments(parser)
+    ns = parser.parse_args(go_style_argv(list(sys.argv[1:] if argv is None else argv)))
+    return run_serve(ns)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
