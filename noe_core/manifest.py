@@ -27,10 +27,11 @@ from noe_core.errors import ManifestError, UnsupportedManifest
 from noe_core.platform import Platform
 
 MAX_INDEX_ENTRIES = 1000
-"""Entries (or layers) beyond this are refused: a real index has a handful, a hostile one millions."""
+"""Entries (or layers) beyond this are refused: a real index has a handful, a hostile one millions.
 
-MAX_MANIFEST_BYTES = 4 * 1024 * 1024
-"""The size limit containerd and distribution put on manifests."""
+This is the parser's ceiling; the resolver applies its own, usually lower, setting. The byte size
+of a body is the transport's to bound (it reads at most ``max_manifest_bytes``).
+"""
 
 ATTESTATION_TYPE_ANNOTATION = "vnd.docker.reference.type"
 ATTESTATION_TYPE = "attestation-manifest"
@@ -323,8 +324,6 @@ def parse_manifest(body: bytes, content_type: str | None) -> Index | ImageManife
     schema1 = MediaType.lookup(header)
     if schema1 is not None and schema1.is_schema1:
         raise UnsupportedManifest(f"{schema1.value}: {_SCHEMA1_ADVICE}")
-    if isinstance(body, bytes | bytearray | memoryview) and len(body) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"manifest of {len(body)} bytes exceeds the {MAX_MANIFEST_BYTES}-byte limit")
     doc = _load_object(body, "manifest")
     version = doc.get("schemaVersion")
     if version is not None and type(version) is not int:

@@ -15,7 +15,6 @@ from noe_core.errors import ManifestError, NoeError, UnsupportedManifest
 from noe_core.manifest import (
     ACCEPT_MANIFESTS,
     MAX_INDEX_ENTRIES,
-    MAX_MANIFEST_BYTES,
     Descriptor,
     ImageManifest,
     Index,
@@ -329,12 +328,6 @@ def test_index_entry_limit() -> None:
     assert isinstance(parsed, Index) and len(parsed.manifests) == MAX_INDEX_ENTRIES
     with pytest.raises(ManifestError, match="more than 1000"):
         parse_manifest(body({"manifests": [entry()] * (MAX_INDEX_ENTRIES + 1)}), None)
-
-
-def test_body_size_limit() -> None:
-    huge = b'{"manifests": [], "pad": "' + b"x" * MAX_MANIFEST_BYTES + b'"}'
-    with pytest.raises(ManifestError, match="byte limit"):
-        parse_manifest(huge, None)
 
 
 def test_not_bytes() -> None:
