@@ -1,0 +1,269 @@
+{{/* Chart name, truncated to the 63 characters a label value allows. */}}
+{{- define "noe.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Object name prefix: the release name, with the chart name unless the release already carries it. */}}
+{{- define "noe.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "noe.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "noe.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "noe.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "noe.labels" -}}
+helm.sh/chart: {{ include "noe.chart" . }}
+{{ include "noe.selectorLabels" . }}
+app.kubernetes.io/version: {{ include "noe.tag" . | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: noe
+{{- end -}}
+
+{{/*
+Standard metadata of one object: name, namespace (when namespaced), the common
+labels plus the object's own `labels`/`annotations` value.
+Call with (dict "ctx" $ "name" NAME "component" COMPONENT "key" VALUES-KEY "namespaced" BOOL "annotations" EXTRA).
+*/}}
+{{- define "noe.metadata" -}}
+{{- $ctx := .ctx -}}
+{{- $own := index $ctx.Values .key | default dict -}}
+name: {{ .name }}
+{{- if .namespaced }}
+namespace: {{ $ctx.Release.Namespace }}
+{{- end }}
+labels:
+  {{- include "noe.labels" $ctx | nindent 2 }}
+  app.kubernetes.io/component: {{ .component }}
+  {{- with $own.labels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- $annotations := merge (dict) (.annotations | default dict) ($own.annotations | default dict) }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The image tag: the value, else the chart's appVersion; `latest` is refused. */}}
+{{- define "noe.tag" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag | toString -}}
+{{- if eq $tag "latest" -}}
+{{- fail "image.tag: `latest` is not allowed (it goes stale); pin a version or set image.digest" -}}
+{{- end -}}
+{{- $tag -}}
+{{- end -}}
+
+{{- define "noe.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- if .Values.image.registry -}}
+{{- $repo = printf "%s/%s" .Values.image.registry .Values.image.repository -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s:%s@%s" $repo (include "noe.tag" .) .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (include "noe.tag" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "noe.serviceName" -}}{{ include "noe.fullname" . }}{{- end -}}
+{{- define "noe.tlsSecretName" -}}{{ include "noe.fullname" . }}-tls{{- end -}}
+{{- define "noe.webhookName" -}}{{ include "noe.fullname" . }}{{- end -}}
+{{- define "noe.certsName" -}}{{ include "noe.fullname" . | trunc 57 | trimSuffix "-" }}-certs{{- end -}}
+
+{{/* Directory that holds a host file: its parent. */}}
+{{- define "noe.parentDir" -}}
+{{- $d := dir . -}}
+{{- if or (eq $d ".") (eq $d "") -}}/{{- else -}}{{ $d }}{{- end -}}
+{{- end -}}
+
+{{/*
+Host directories to mount read-only, de-duplicated, as a list under key "dirs":
+the directory of every docker config candidate, of every containerd *.toml
+candidate (a candidate without .toml is a directory itself), and the kubelet
+credential-provider config and binary directories.
+*/}}
+{{- define "noe.hostDirs" -}}
+{{- $dirs := list -}}
+{{- range .Values.dockerConfigPathCandidates -}}
+{{- $dirs = append $dirs (include "noe.parentDir" .) -}}
+{{- end -}}
+{{- range .Values.containerdConfigPathCandidates -}}
+{{- if hasSuffix ".toml" . -}}
+{{- $dirs = append $dirs (include "noe.parentDir" .) -}}
+{{- else -}}
+{{- $dirs = append $dirs (trimSuffix "/" .) -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.kubeletConfig -}}
+{{- if and .config .binDir -}}
+{{- $dirs = append $dirs (trimSuffix "/" (default (include "noe.parentDir" .config) .configDir)) -}}
+{{- $dirs = append $dirs (trimSuffix "/" .binDir) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "dirs" ($dirs | uniq)) -}}
+{{- end -}}
+
+{{/* The credential-provider config file path on the node. */}}
+{{- define "noe.credentialProviderConfig" -}}
+{{- with .Values.kubeletConfig -}}
+{{- if isAbs .config -}}{{ .config }}{{- else -}}{{ printf "%s/%s" (trimSuffix "/" .configDir) .config }}{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* One architecture toleration as the flag's "arch=key=value:effect" syntax. */}}
+{{- define "noe.archToleration" -}}
+{{- if kindIs "string" . -}}
+{{- . -}}
+{{- else -}}
+{{- printf "%s=%s=%s:%s" .arch .key (.value | default "" | toString) (.effect | default "NoSchedule") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Arguments of `noe serve`: every policy, registry and serving value of the chart. */}}
+{{- define "noe.serveArgs" -}}
+{{- $v := .Values -}}
+{{- if and $v.preferredArch $v.schedulableArchitectures (not (has $v.preferredArch $v.schedulableArchitectures)) -}}
+{{- fail (printf "preferredArch %q must be one of schedulableArchitectures %v" $v.preferredArch $v.schedulableArchitectures) -}}
+{{- end -}}
+{{- if ge (float64 $v.admissionDeadline) (float64 $v.timeoutSeconds) -}}
+{{- fail "admissionDeadline must be below timeoutSeconds, or the API server gives up before noe answers" -}}
+{{- end -}}
+{{- $args := list "serve" -}}
+{{- $args = append $args (printf "--bind=0.0.0.0:%v" $v.containerPort) -}}
+{{- $args = append $args "--cert-dir=/etc/noe/tls" -}}
+{{- $args = append $args (printf "--metrics-addr=:%v" $v.service.metricsPort) -}}
+{{- $args = append $args "--state-dir=/var/run/noe/state" -}}
+{{- $args = append $args (printf "--workers=%v" $v.workers) -}}
+{{- $args = append $args (printf "--threads=%v" $v.threads) -}}
+{{- $args = append $args (printf "--admission-deadline=%v" $v.admissionDeadline) -}}
+{{- $args = append $args (printf "--log-level=%s" $v.logLevel) -}}
+{{- $args = append $args (printf "--preferred-arch=%s" ($v.preferredArch | default "")) -}}
+{{- $args = append $args (printf "--system-os=%s" $v.systemOS) -}}
+{{- $args = append $args (printf "--preference-mode=%s" $v.preferenceMode) -}}
+{{- $args = append $args (printf "--preferred-arch-weight=%v" $v.preferredArchWeight) -}}
+{{- with $v.schedulableArchitectures -}}
+{{- $args = append $args (printf "--cluster-schedulable-archs=%s" (join "," .)) -}}
+{{- end -}}
+{{- with $v.matchNodeLabels -}}
+{{- $args = append $args (printf "--match-node-labels=%s" (join "," .)) -}}
+{{- end -}}
+{{- with $v.strictNamespaces -}}
+{{- $args = append $args (printf "--strict-namespaces=%s" (join "," .)) -}}
+{{- end -}}
+{{- if $v.archTolerations -}}
+{{- $tols := list -}}
+{{- range $v.archTolerations -}}
+{{- $tols = append $tols (include "noe.archToleration" .) -}}
+{{- end -}}
+{{- $args = append $args (printf "--arch-tolerations=%s" (join "," $tols)) -}}
+{{- end -}}
+{{- if $v.imagePlatforms -}}
+{{- $args = append $args "--image-platforms=/etc/noe/config/platforms.json" -}}
+{{- end -}}
+{{- with $v.proxies -}}
+{{- $args = append $args (printf "--registry-proxies=%s" (join "," .)) -}}
+{{- end -}}
+{{- with $v.privateRegistries -}}
+{{- $args = append $args (printf "--private-registries=%s" (join "," .)) -}}
+{{- end -}}
+{{- with $v.insecureRegistries -}}
+{{- $args = append $args (printf "--insecure-registries=%s" (join "," .)) -}}
+{{- end -}}
+{{- if $v.registryCA -}}
+{{- $args = append $args "--registry-ca-file=/etc/noe/config/registry-ca.crt" -}}
+{{- end -}}
+{{- range $v.dockerConfigPathCandidates -}}
+{{- $args = append $args (printf "--docker-config=%s" .) -}}
+{{- end -}}
+{{- range $v.containerdConfigPathCandidates -}}
+{{- $args = append $args (printf "--containerd-config=%s" .) -}}
+{{- end -}}
+{{- if and $v.kubeletConfig.config $v.kubeletConfig.binDir -}}
+{{- $args = append $args (printf "--image-credential-provider-config=%s" (include "noe.credentialProviderConfig" .)) -}}
+{{- $args = append $args (printf "--image-credential-provider-bin-dir=%s" $v.kubeletConfig.binDir) -}}
+{{- else if or $v.kubeletConfig.config $v.kubeletConfig.binDir -}}
+{{- fail "kubeletConfig: set both config and binDir (and configDir when config is a bare file name)" -}}
+{{- end -}}
+{{- if not (kindIs "invalid" $v.cacheTTL) -}}{{- if ne (toString $v.cacheTTL) "" -}}
+{{- $args = append $args (printf "--cache-ttl=%v" $v.cacheTTL) -}}
+{{- end -}}{{- end -}}
+{{- if not (kindIs "invalid" $v.negativeCacheTTL) -}}{{- if ne (toString $v.negativeCacheTTL) "" -}}
+{{- $args = append $args (printf "--negative-cache-ttl=%v" $v.negativeCacheTTL) -}}
+{{- end -}}{{- end -}}
+{{- if eq (toString $v.verifyPlatformManifests) "true" -}}
+{{- $args = append $args "--verify-platform-manifests" -}}
+{{- else if eq (toString $v.verifyPlatformManifests) "false" -}}
+{{- $args = append $args "--no-verify-platform-manifests" -}}
+{{- end -}}
+{{- range $v.extraArgs -}}
+{{- $args = append $args . -}}
+{{- end -}}
+{{- toYaml $args -}}
+{{- end -}}
+
+{{/* Pod template of the `noe certs` Job and CronJob. */}}
+{{- define "noe.certsPod" -}}
+metadata:
+  labels:
+    {{- include "noe.labels" . | nindent 4 }}
+    app.kubernetes.io/component: certificates
+spec:
+  serviceAccountName: {{ include "noe.certsName" . }}
+  restartPolicy: OnFailure
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  containers:
+    - name: certs
+      image: {{ include "noe.image" . }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        - certs
+        - --namespace={{ .Release.Namespace }}
+        - --service={{ include "noe.serviceName" . }}
+        - --secret={{ include "noe.tlsSecretName" . }}
+        - --webhook-config={{ include "noe.webhookName" . }}
+        - --cluster-domain={{ .Values.clusterDomain }}
+        - --validity-days={{ .Values.certs.validityDays }}
+        - --renew-before-days={{ .Values.certs.renewBeforeDays }}
+      env:
+        - name: HOME
+          value: /tmp
+      resources:
+        {{- toYaml .Values.certs.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+  volumes:
+    - name: tmp
+      emptyDir:
+        sizeLimit: 16Mi
+{{- end -}}
