@@ -13,7 +13,7 @@ def test_equal_documents_give_an_empty_patch() -> None:
 
 
 def test_slash_in_keys_is_escaped() -> None:
-    original = {"spec": {}}
+    original: dict[str, dict[str, str]] = {"spec": {}}
     mutated = {"spec": {"nodeSelector": {"kubernetes.io/arch": "arm64"}}}
     patch = make_patch(original, mutated)
     assert patch == [{"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/arch": "arm64"}}]
