@@ -1,0 +1,248 @@
+"""A small HTTPS server speaking the two Kubernetes API paths noe uses, for tests.
+
+    GET  /api/v1/namespaces/NS/secrets/NAME   → the Secret put with ``add_secret``; 404/403 Status otherwise
+    POST /api/v1/namespaces/NS/events         → 201, the Event recorded in ``events``
+
+It checks authentication the way the API server would (a bearer token from
+``tokens``, or a client certificate signed by ``client_ca``), records every
+request (``requests``: method, path, who) and can be told to stall
+(``delay``) or fail (``fail_with``). Listens on 127.0.0.1 only.
+``write_kubeconfig`` produces a kubeconfig pointing at it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.certs import CA, CertPair
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    auth: str  # "token:<token>", "cert:<CN>", "basic", "none"
+    body: Any = None
+
+
+@dataclass
+class FakeKubeState:
+    tokens: set[str] = field(default_factory=set)
+    secrets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    forbidden: set[tuple[str, str]] = field(default_factory=set)
+    requests: list[Recorded] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    delay: float = 0.0
+    fail_with: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
+            "message": message, "code": code}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def _send(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _who(self) -> str:
+        header = self.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            return "token:" + header[7:]
+        if header.startswith("Basic "):
+            return "basic"
+        cert = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
+        if cert:
+            for rdn in cert.get("subject", ()):
+                for key, value in rdn:
+                    if key == "commonName":
+                        return f"cert:{value}"
+        return "none"
+
+    def _authorized(self, who: str) -> bool:
+        state = self.server.state
+        if who.startswith("token:"):
+            return who[6:] in state.tokens
+        return who.startswith("cert:")
+
+    def _handle(self, method: str) -> None:
+        state = self.server.state
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        who = self._who()
+        with state.lock:
+            state.requests.append(Recorded(method, self.path, who, body))
+            delay, fail_with = state.delay, state.fail_with
+        if delay:
+            time.sleep(delay)
+        if not self._authorized(who):
+            self._send(401, _status(401, "Unauthorized", "Unauthorized"))
+            return
+        if fail_with:
+            self._send(fail_with, _status(fail_with, "InternalError", "injected failure"))
+            return
+        parts = self.path.split("?", 1)[0].strip("/").split("/")
+        if method == "GET" and len(parts) == 6 and parts[:2] == ["api", "v1"] and parts[4] == "secrets":
+            key = (parts[3], parts[5])
+            if key in state.forbidden:
+                self._send(403, _status(403, "Forbidden", f'secrets "{key[1]}" is forbidden'))
+                return
+            secret = state.secrets.get(key)
+            if secret is None:
+                self._send(404, _status(404, "NotFound", f'secrets "{key[1]}" not found'))
+                return
+            self._send(200, secret)
+            return
+        if method == "POST" and len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "events":
+            if not isinstance(body, dict) or body.get("metadata", {}).get("namespace") != parts[3]:
+                self._send(400, _status(400, "BadRequest", "event namespace does not match the path"))
+                return
+            with state.lock:
+                state.events.append(body)
+            self._send(201, body)
+            return
+        self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    state: FakeKubeState
+
+
+@dataclass
+class FakeKubeAPI:
+    """A running fake API server."""
+
+    server: _Server
+    thread: threading.Thread
+    ca_file: Path
+    state: FakeKubeState
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def add_secret(self, namespace: str, name: str, secret: dict[str, Any]) -> None:
+        with self.state.lock:
+            self.state.secrets[(namespace, name)] = secret
+
+    def events_snapshot(self) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return list(self.state.events)
+
+    def requests_snapshot(self) -> list[Recorded]:
+        with self.state.lock:
+            return list(self.state.requests)
+
+    def wait_for_events(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            events = self.events_snapshot()
+            if len(events) >= count:
+                return events
+            time.sleep(0.05)
+        return self.events_snapshot()
+
+    def write_kubeconfig(
+        self,
+        path: Path,
+        *,
+        token: str | None = None,
+        token_file: Path | None = None,
+        client: CertPair | None = None,
+        embed: bool = True,
+        insecure: bool = False,
+    ) -> Path:
+        cluster: dict[str, Any] = {"server": self.url}
+        if insecure:
+            cluster["insecure-skip-tls-verify"] = True
+        elif embed:
+            cluster["certificate-authority-data"] = base64.b64encode(self.ca_file.read_bytes()).decode()
+        else:
+            cluster["certificate-authority"] = str(self.ca_file)
+        user: dict[str, Any] = {}
+        if token:
+            user["token"] = token
+        if token_file:
+            user["tokenFile"] = str(token_file)
+        if client is not None:
+            if embed:
+                user["client-certificate-data"] = base64.b64encode(client.cert_file.read_bytes()).decode()
+                user["client-key-data"] = base64.b64encode(client.key_file.read_bytes()).decode()
+            else:
+                user["client-certificate"] = str(client.cert_file)
+                user["client-key"] = str(client.key_file)
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": cluster}],
+            "users": [{"name": "noe", "user": user}, {"name": "other", "user": {"token": "wrong"}}],
+            "contexts": [
+                {"name": "other", "context": {"cluster": "fake", "user": "other"}},
+                {"name": "noe", "context": {"cluster": "fake", "user": "noe", "namespace": "default"}},
+            ],
+            "current-context": "noe",
+        }
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+
+@contextmanager
+def start_fake_kube_api(
+    ca: CA, *, tokens: tuple[str, ...] = (), client_ca: Path | None = None
+) -> Iterator[FakeKubeAPI]:
+    """Serve on 127.0.0.1 with a certificate from ``ca``; stops on exit."""
+    pair = ca.issue(["127.0.0.1", "localhost"], name=f"kube-api-{time.monotonic_ns()}")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(pair.cert_file), str(pair.key_file))
+    if client_ca is not None:
+        context.load_verify_locations(str(client_ca))
+        context.verify_mode = ssl.CERT_OPTIONAL
+    server = _Server(("127.0.0.1", 0), _Handler, bind_and_activate=False)
+    server.state = FakeKubeState(tokens=set(tokens))
+    server.server_bind()
+    server.server_activate()
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield FakeKubeAPI(server, thread, ca.ca_file, server.state)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
