@@ -255,6 +255,9 @@ def decide(
         what = f"{kind}/{sub_resource}" if sub_resource else kind
         return Decision(True, work, False, reasons=(f"{what} {operation}: not a request noe acts on",))
     check_workload(work, kind)
+    holder: dict[str, Any] = work if kind == POD else work["spec"]["template"]
+    spec_absent = "spec" not in holder
+    spec_was_null = "spec" in holder and holder["spec"] is None
     spec = pod_spec(work, kind)
     if spec.get("nodeName"):
         return Decision(True, work, False, reasons=(f"spec.nodeName is {spec['nodeName']}: left untouched",))
@@ -300,6 +303,12 @@ def decide(
             _place(spec, labels, shared, settings, out)
             common = tuple(sorted(shared))
     _match_node_labels(spec, labels, settings, out)
+    if not spec and (spec_absent or spec_was_null):
+        # pod_spec created it for writing; nothing was written, so give back what was sent
+        if spec_absent:
+            del holder["spec"]
+        else:
+            holder["spec"] = None
     changed = work != obj
     if not changed:
         out.reasons.append("nothing to change")

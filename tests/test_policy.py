@@ -470,3 +470,12 @@ def test_decision_is_frozen_and_explains_itself() -> None:
     text = "\n".join(decision.reasons)
     assert "broken:1" in text and "kubernetes.io/arch in amd64, arm64" in text
     assert ALL  # the grid is not empty
+
+
+@pytest.mark.parametrize(
+    ("obj", "kind"),
+    [({"metadata": {}}, "Pod"), ({"spec": None}, "Pod"), ({"spec": {"template": {}}}, "DaemonSet")],
+)
+def test_object_without_pod_spec_is_left_unchanged(obj: dict[str, Any], kind: str) -> None:
+    decision = run(obj, kind=kind)
+    assert decision.allowed and not decision.changed and decision.obj == obj
