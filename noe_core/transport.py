@@ -279,6 +279,10 @@ class Transport:
             challenge = self._challenge(result, host)
             if challenge is None:
                 continue
+            if authorization is not None and challenge.error != "invalid_token":
+                # This candidate's credentials were already presented and refused (for a token:
+                # insufficient scope); asking again would get the same answer.
+                continue
             retry_auth = self._answer(challenge, host, repository, candidate, deadline)
             if retry_auth is None or retry_auth == authorization:
                 continue
