@@ -167,10 +167,12 @@ def evaluate(
     kind = doc.get("kind")
     if kind == "AdmissionReview":
         request = parse_admission_review(doc)
-        lookups = inspect(images_to_inspect(request.obj, kind=request.kind, operation=request.operation))
+        lookups = inspect(images_to_inspect(
+            request.obj, kind=request.kind, operation=request.operation, sub_resource=request.sub_resource
+        ))
         decision = decide(
-            request.obj, kind=request.kind, operation=request.operation,
-            namespace=request.namespace, lookups=lookups, settings=settings,
+            request.obj, kind=request.kind, operation=request.operation, namespace=request.namespace,
+            lookups=lookups, settings=settings, dry_run=request.dry_run, sub_resource=request.sub_resource,
         )
         return Outcome(request.kind, request.name, request.obj, decision.obj, decision, lookups,
                        review=review_response(request, decision))
