@@ -326,7 +326,7 @@ class AdmissionService:
             "event": "admission",
             "uid": request.uid,
             "namespace": request.namespace,
-            "name": meta.get("name") or request.name or None,
+            "name": meta.get("name") or (request.name if request.name != meta.get("generateName") else None) or None,
             "generateName": meta.get("generateName") or None,
             "kind": request.kind,
             "operation": request.operation,

@@ -32,6 +32,7 @@ from noe_web.admission_service import AdmissionService
 log = logging.getLogger("noe.app")
 
 DEFAULT_MAX_BODY = 3 * 1024 * 1024
+DRAIN_FACTOR = 4
 
 
 @dataclass
@@ -57,6 +58,25 @@ def _bad_request(status: int, reason: str, message: str, services: Services) -> 
     return _json(status, {"code": status, "reason": reason, "message": message})
 
 
+def _drain(length: int, limit: int) -> bool:
+    """Read and discard a too-large body so the client, still sending it, gets the 413 instead of a reset.
+
+    Only up to a few times the limit; past that the connection is closed.
+    """
+    if length <= 0 or length > DRAIN_FACTOR * limit:
+        return False
+    stream = request.environ.get("wsgi.input")
+    if stream is None:
+        return False
+    left = length
+    while left > 0:
+        chunk = stream.read(min(left, 64 * 1024))
+        if not chunk:
+            return False
+        left -= len(chunk)
+    return True
+
+
 def create_app(services: Services) -> Flask:
     app = Flask("noe_web")
     app.config["MAX_CONTENT_LENGTH"] = services.max_body_bytes
@@ -66,7 +86,7 @@ def create_app(services: Services) -> Flask:
     def mutate() -> Response:
         length = request.content_length
         if length is not None and length > services.max_body_bytes:
-            return _too_large()
+            return _too_large(drain=length)
         body = request.get_data(cache=False)
         if not body:
             return _bad_request(400, "empty", "the request body is empty: send an AdmissionReview", services)
@@ -81,13 +101,17 @@ def create_app(services: Services) -> Flask:
             return _bad_request(400, "invalid", f"not a usable AdmissionReview: {exc}", services)
         return _json(200, answer)
 
-    def _too_large() -> Response:
-        return _bad_request(
+    def _too_large(drain: int = 0) -> Response:
+        closing = not _drain(drain, services.max_body_bytes)
+        response = _bad_request(
             413,
             "too_large",
             f"the request body is larger than {services.max_body_bytes} bytes; AdmissionReviews are smaller",
             services,
         )
+        if closing:
+            response.headers["Connection"] = "close"
+        return response
 
     @app.get("/livez")
     @app.get("/healthz")
