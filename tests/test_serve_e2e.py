@@ -191,7 +191,7 @@ def live_certs(tmp_path_factory: pytest.TempPathFactory, serving_ca: CA) -> Path
 
 
 @pytest.fixture(scope="module")
-def noe(
+def noe(  # noqa: PLR0917
     tmp_path_factory: pytest.TempPathFactory,
     registry: RegistryServer,
     basic_registry: RegistryServer,
@@ -267,7 +267,7 @@ def _pull_secret(registry: RegistryServer, user: str, password: str) -> dict[str
     }
 
 
-def test_private_image_through_a_pull_secret(
+def test_private_image_through_a_pull_secret(  # noqa: PLR0917
     noe: NoeProcess, http: requests.Session, kube_api: FakeKubeAPI,
     basic_registry: RegistryServer, basic_pushed_images: dict[str, PushedImage],
     basic_credentials: tuple[str, str],
@@ -403,7 +403,7 @@ def test_v1beta1_answered_in_v1beta1(noe: NoeProcess, http: requests.Session,
     ],
     ids=["not-json", "wrong-kind", "missing-uid", "5MiB"],
 )
-def test_malformed_bodies_get_a_clear_4xx_and_the_server_keeps_serving(
+def test_malformed_bodies_get_a_clear_4xx_and_the_server_keeps_serving(  # noqa: PLR0917
     noe: NoeProcess, http: requests.Session, data: bytes, status: int, needle: str,
     pushed_images: dict[str, PushedImage],
 ) -> None:
