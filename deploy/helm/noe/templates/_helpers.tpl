@@ -191,7 +191,11 @@ credential-provider config and binary directories.
 {{- $args = append $args (printf "--docker-config=%s" .) -}}
 {{- end -}}
 {{- range $v.containerdConfigPathCandidates -}}
+{{- if hasSuffix ".toml" . -}}
 {{- $args = append $args (printf "--containerd-config=%s" .) -}}
+{{- else -}}
+{{- $args = append $args (printf "--containerd-config=%s/config.toml" (trimSuffix "/" .)) -}}
+{{- end -}}
 {{- end -}}
 {{- if and $v.kubeletConfig.config $v.kubeletConfig.binDir -}}
 {{- $args = append $args (printf "--image-credential-provider-config=%s" (include "noe.credentialProviderConfig" .)) -}}
