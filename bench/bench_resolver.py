@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from noe_core.cli.registry_options import make_session
+from noe_core.transport import make_session
 from noe_core.deadline import Deadline
 from noe_core.registry_settings import RegistrySettings
 from noe_core.resolver import Resolver

@@ -62,7 +62,7 @@ from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.platform import Platform
 from noe_core.reference import Reference, parse_reference
 from noe_core.registry_settings import RegistrySettings
-from noe_core.transport import HTTPResult, Transport, status_error
+from noe_core.transport import HTTPResult, Transport, make_session, status_error
 
 log = logging.getLogger(__name__)
 
@@ -475,3 +475,20 @@ class Resolver:
         if not isinstance(manifest, ImageManifest):
             raise ManifestError(f"entry {child.digest} of {target} has no platform and is not an image")
         return self._config_platform(target, manifest, credentials, deadline)
+
+
+def resolve_platforms(
+    image: str | Reference,
+    *,
+    settings: RegistrySettings | None = None,
+    keychain: Keychain | None = None,
+    timeout: float = 30.0,
+) -> ImageInfo:
+    """Resolve one image with a short-lived session: for scripts and one-off checks.
+
+    Long-running callers should share one :class:`Resolver` (it caches and
+    coalesces); this builds and closes its own.
+    """
+    chosen = settings if settings is not None else RegistrySettings()
+    with make_session(chosen) as session, Resolver(session, settings=chosen, keychain=keychain) as resolver:
+        return resolver.resolve(image, deadline=Deadline.after(timeout))

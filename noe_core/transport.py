@@ -657,3 +657,17 @@ def status_error(result: HTTPResult, reference: Reference, what: str) -> Registr
         f"registry {host} answered HTTP {result.status}{detail} for the {what} of {reference}",
         registry=host, status=result.status, temporary=result.status in _TEMPORARY_STATUSES,
     )
+
+
+def make_session(settings: RegistrySettings) -> requests.Session:
+    """A session for registry traffic: no environment (proxies, CA bundle variables, .netrc), pools sized.
+
+    ``trust_env`` is off because ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``
+    would silently replace the trust configured here.
+    """
+    session = requests.Session()
+    session.trust_env = False
+    adapter = trusting_adapter(settings.registry_ca_file, pool_maxsize=max(10, settings.max_parallel * 2))
+    session.mount("https://", adapter)
+    session.mount("http://", trusting_adapter(None, pool_maxsize=max(10, settings.max_parallel * 2)))
+    return session

@@ -84,9 +84,9 @@ def _emit(doc: dict[str, Any]) -> None:
 
 def build_app(config: ServeConfig, api: Any) -> Any:
     """Everything one worker needs, and the Flask app around it (called after the fork)."""
-    from noe_core.cli.registry_options import make_session  # noqa: PLC0415
     from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
     from noe_core.resolver import Resolver  # noqa: PLC0415
+    from noe_core.transport import make_session  # noqa: PLC0415
     from noe_web.admission_service import AdmissionService, ObserverTee  # noqa: PLC0415
     from noe_web.app import Services, create_app  # noqa: PLC0415
     from noe_web.events import EventRecorder  # noqa: PLC0415
@@ -209,11 +209,16 @@ def run_serve(ns: argparse.Namespace) -> int:
         metrics=metrics_server,
         on_exit=cleanup,
     )
+    master_pid = os.getpid()
     try:
         server.run()
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    finally:
+        # Workers are forked inside run() and leave through here too: only the master cleans up.
+        if os.getpid() == master_pid:
+            cleanup()  # also when the arbiter stops before its on_exit hook
     return 0
 
 

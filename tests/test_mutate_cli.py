@@ -214,3 +214,20 @@ def test_bad_settings_and_files_exit_2(tmp_path: Path) -> None:
     assert status == 2 and "p.json" in err
     status, _, err = run_cli("mutate", "-f", pod_file, "--platforms", PLATFORMS, "--preferred-arch-weight", "0")
     assert status == 2 and "--preferred-arch-weight" in err
+
+
+def test_without_platforms_file_images_are_read_from_the_registry(
+    tmp_path: Path, registry: Any, pushed_images: dict[str, Any]
+) -> None:
+    """Same registry flags as noe serve: a multi-arch list and a single-arch config blob intersect to arm64."""
+    multi = pushed_images["docker-manifest-list"].reference
+    single_arm64 = pushed_images["docker-single-arm64"].reference
+    pod = testing.pod(images=[multi, single_arm64])
+    mark = registry.mark()
+    status, out, err = run_cli("mutate", "-f", write(tmp_path, "pod.json", pod), "--insecure-registries",
+                               registry.host, "--explain", "-o", "json")
+    assert status == 0, err
+    explained = json.loads(out)
+    assert explained["commonArchitectures"] == ["arm64"]
+    assert not explained.get("warnings")
+    assert registry.count(method="GET", path_contains="/manifests/", since=mark) == 2

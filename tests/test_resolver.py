@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from noe_core.cli.registry_options import make_session
+from noe_core.transport import make_session
 from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, NoeError, RegistryError
 from noe_core.keychain import Credential, StaticKeychain

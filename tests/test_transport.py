@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import requests
 
-from noe_core.cli.registry_options import make_session
+from noe_core.transport import make_session
 from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
 from noe_core.keychain import Credential, StaticKeychain

@@ -19,7 +19,6 @@ from typing import TextIO
 from noe_core.cli.options import add_option
 from noe_core.cli.registry_options import (
     add_registry_arguments,
-    make_session,
     node_keychain_from_args,
     registry_settings_from_args,
 )
@@ -28,6 +27,7 @@ from noe_core.errors import InvalidInput, ManifestError, NoeError, RegistryError
 from noe_core.observer import CountingObserver
 from noe_core.reference import parse_reference
 from noe_core.resolver import ImageInfo, Resolver
+from noe_core.transport import make_session
 
 EXIT_OK = 0
 EXIT_REGISTRY = 1

@@ -248,12 +248,9 @@ def _make_inspector(ns: argparse.Namespace) -> Inspector:
         from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
 
         return ImageInspector(static=StaticPlatforms.load(ns.platforms)).inspector()
-    from noe_core.cli.registry_options import (  # noqa: PLC0415
-        make_session,
-        node_keychain_from_args,
-        registry_settings_from_args,
-    )
+    from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
     from noe_core.resolver import Resolver  # noqa: PLC0415
+    from noe_core.transport import make_session  # noqa: PLC0415
 
     registry_settings = registry_settings_from_args(ns)
     resolver = Resolver(

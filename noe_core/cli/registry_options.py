@@ -12,8 +12,6 @@ import argparse
 import logging
 import os
 
-import requests
-
 from noe_core.cli.options import add_option
 from noe_core.containerd_config import keychain_from_containerd_config
 from noe_core.dockerconfig import keychain_from_file
@@ -21,7 +19,6 @@ from noe_core.errors import InvalidSettings
 from noe_core.hostmatch import parse_image_patterns, parse_patterns
 from noe_core.keychain import ANONYMOUS, Keychain, MultiKeychain
 from noe_core.registry_settings import RegistrySettings, parse_duration, parse_registry_proxies
-from noe_core.transport import trusting_adapter
 
 log = logging.getLogger(__name__)
 
@@ -108,17 +105,3 @@ def node_keychain_from_args(ns: argparse.Namespace) -> Keychain:
     if not keychains:
         return ANONYMOUS
     return keychains[0] if len(keychains) == 1 else MultiKeychain(*keychains)
-
-
-def make_session(settings: RegistrySettings) -> requests.Session:
-    """A session for registry traffic: no environment (proxies, CA bundle variables, .netrc), pools sized.
-
-    ``trust_env`` is off because ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``
-    would silently replace the trust configured here.
-    """
-    session = requests.Session()
-    session.trust_env = False
-    adapter = trusting_adapter(settings.registry_ca_file, pool_maxsize=max(10, settings.max_parallel * 2))
-    session.mount("https://", adapter)
-    session.mount("http://", trusting_adapter(None, pool_maxsize=max(10, settings.max_parallel * 2)))
-    return session
