@@ -788,3 +788,94 @@ def test_ci_recipe_reports_every_workload_and_fails_on_a_denied_one() -> None:
         assert f"=== examples/{name}" in proc.stdout
     assert "pod-no-common-arch.yaml: denied" in proc.stdout
     assert f"checked {len(workloads)} workload manifest(s)" in proc.stdout
+
+
+# --- the chart's command line, run for real ------------------------------------------------------
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_noe_serve_starts_with_the_charts_arguments(tmp_path: Path) -> None:
+    """The Deployment's exact arguments (in-pod paths mapped to temp dirs) start a serving webhook."""
+    import base64
+    import time
+
+    import requests
+
+    from tests.support.certs import make_ca
+
+    platforms = json.loads((EXAMPLES / "platforms.json").read_text())
+    values = _values_file({"imagePlatforms": platforms, "failurePolicy": "Ignore"}, tmp_path, "smoke")
+    out = run_helm(["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "-f", str(values)]).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    args = serve_args(docs)
+    ca = make_ca("smoke CA", tmp_path / "ca")
+    pair = ca.issue(["127.0.0.1", "localhost"])
+    cert_dir = tmp_path / "tls"
+    cert_dir.mkdir()
+    shutil.copy(pair.cert_file, cert_dir / "tls.crt")
+    shutil.copy(pair.key_file, cert_dir / "tls.key")
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "platforms.json").write_text(one(docs, "ConfigMap")["data"]["platforms.json"])
+    c = container(docs)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOE_", "PROMETHEUS_", "KUBERNETES_"))}
+    env.update({e["name"]: e["value"] for e in c["env"] if "value" in e})
+    mapping = {"/etc/noe/tls": str(cert_dir), "/etc/noe/config": str(config_dir)}
+    for path, name in ((env["PROMETHEUS_MULTIPROC_DIR"], "metrics"), (env["HOME"], "home"),
+                       (flag_values(args, "--state-dir")[0], "state")):
+        (tmp_path / name).mkdir()
+        mapping[path] = str(tmp_path / name)
+    env["PROMETHEUS_MULTIPROC_DIR"], env["HOME"] = mapping[env["PROMETHEUS_MULTIPROC_DIR"]], mapping[env["HOME"]]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    port, metrics_port = _free_port(), _free_port()
+    mapped = []
+    for arg in args:
+        flag, _, value = arg.partition("=")
+        if flag == "--bind":
+            value = f"127.0.0.1:{port}"
+        elif flag == "--metrics-addr":
+            value = f"127.0.0.1:{metrics_port}"
+        for inside, outside in sorted(mapping.items(), key=lambda item: -len(item[0])):
+            if value == inside or value.startswith(inside + "/"):
+                value = outside + value[len(inside):]
+                break
+        mapped.append(f"{flag}={value}" if _ else arg)
+    log = (tmp_path / "serve.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "noe_web", "serve", *mapped], stdout=log, stderr=log,
+                            cwd=tmp_path, env=env)
+    try:
+        session = requests.Session()
+        session.trust_env = False
+        session.verify = str(ca.ca_file)
+        base = f"https://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        ready = False
+        while time.monotonic() < deadline and proc.poll() is None and not ready:
+            try:
+                ready = session.get(base + c["readinessProbe"]["httpGet"]["path"], timeout=2).status_code == 200
+            except requests.RequestException:
+                time.sleep(0.2)
+        assert ready, (tmp_path / "serve.log").read_text()[-3000:]
+        assert session.get(base + c["livenessProbe"]["httpGet"]["path"], timeout=5).status_code == 200
+        review = json.loads((EXAMPLES / "admission-review.json").read_text())
+        path = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["service"]["path"]
+        answer = session.post(base + path, json=review, timeout=10).json()["response"]
+        assert answer["allowed"] is True and answer["uid"] == review["request"]["uid"]
+        patch = json.loads(base64.b64decode(answer["patch"]))
+        assert any(op["path"].startswith("/spec/affinity") for op in patch)
+        metrics = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5)
+        assert metrics.status_code == 200
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
