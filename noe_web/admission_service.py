@@ -292,7 +292,9 @@ class AdmissionService:
 
     # ------------------------------------------------------------------ events and logs
     def _record_events(self, request: AdmissionRequest, decision: Decision) -> None:
-        if self.events is None or not acts_on(request.kind, request.operation, request.sub_resource):
+        if self.events is None or not request.namespace:
+            return
+        if not acts_on(request.kind, request.operation, request.sub_resource):
             return
         if not decision.allowed:
             kind, reason, message = WARNING, REASON_FAILED, decision.message or "denied"

@@ -42,6 +42,7 @@ log = logging.getLogger("noe.kube")
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 USER_AGENT = "noe-webhook"
+UNAVAILABLE_TTL = 2.0
 
 
 class KubeError(Exception):
@@ -381,6 +382,10 @@ class KubeClient:
             secret = self._request("GET", path, timeout=timeout)
         except (NotFound, Forbidden) as exc:
             self._secrets.put(key, exc, self._negative_ttl)
+            raise
+        except Unavailable as exc:
+            # An API that is down must not cost every admission its full wait: remember it briefly.
+            self._secrets.put(key, exc, min(self._negative_ttl, UNAVAILABLE_TTL))
             raise
         if not isinstance(secret, dict):
             raise Unavailable(f"GET {path}: the answer is not an object")

@@ -52,11 +52,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, separators=(",", ":"))
 
 
+class LineHandler(logging.Handler):
+    """Each record as one ``write(2)`` on stdout: lines of concurrent workers never interleave."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            data = (self.format(record) + "\n").encode("utf-8", "replace")
+            fd = sys.stdout.fileno()
+            while data:
+                data = data[os.write(fd, data):]
+        except Exception:
+            self.handleError(record)
+
+
 def configure_logging(level: str) -> None:
     logger = logging.getLogger("noe")
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stdout)
+    handler = LineHandler()
     handler.setFormatter(JsonFormatter())
     logger.addHandler(handler)
     logger.setLevel(level)

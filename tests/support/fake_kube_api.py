@@ -139,6 +139,10 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     state: FakeKubeState
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that refuse our certificate or hang up mid-handshake are part of the tests.
+        return
+
 
 @dataclass
 class FakeKubeAPI:
