@@ -79,19 +79,31 @@ def registry_settings_from_args(ns: argparse.Namespace) -> RegistrySettings:
     )
 
 
+def _usable_candidate(path: str, flag: str) -> bool:
+    """Node credential files are candidates: absent or unreadable ones are skipped, never fatal.
+
+    The chart lists the usual host paths; a node may lack them, or hold them
+    root-only (the webhook runs as non-root) — neither may keep it from serving.
+    """
+    if not os.path.exists(path):
+        log.info("%s %s does not exist; skipped", flag, path)
+        return False
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        log.warning("%s %s is not a readable file (directory or permissions); skipped", flag, path)
+        return False
+    return True
+
+
 def node_keychain_from_args(ns: argparse.Namespace) -> Keychain:
     """Node-level credentials: docker configs, containerd configs, then credential providers."""
-    keychains: list[Keychain] = []
-    for path in ns.docker_config or ():
-        if not os.path.exists(path):
-            log.info("--docker-config %s does not exist; skipped", path)
-            continue
-        keychains.append(keychain_from_file(path))
-    for path in ns.containerd_config or ():
-        if not os.path.exists(path):
-            log.info("--containerd-config %s does not exist; skipped", path)
-            continue
-        keychains.append(keychain_from_containerd_config(path))
+    keychains: list[Keychain] = [
+        keychain_from_file(path) for path in ns.docker_config or () if _usable_candidate(path, "--docker-config")
+    ]
+    keychains += [
+        keychain_from_containerd_config(path)
+        for path in ns.containerd_config or ()
+        if _usable_candidate(path, "--containerd-config")
+    ]
     config = ns.image_credential_provider_config
     if config:
         bin_dir = ns.image_credential_provider_bin_dir
