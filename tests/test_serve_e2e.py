@@ -505,6 +505,24 @@ def test_metrics_endpoint(noe: NoeProcess) -> None:
     assert "/stuck/" not in text and "docker-single-arm64" not in text  # never labelled by image
 
 
+def test_slow_kubernetes_api_does_not_hold_the_admission(
+    noe: NoeProcess, http: requests.Session, kube_api: FakeKubeAPI, pushed_images: dict[str, PushedImage]
+) -> None:
+    image = pushed_images["docker-single-arm64"].reference
+    p = pod([image], namespace="e2e-slow-api", name="slow-api")
+    p["spec"]["imagePullSecrets"] = [{"name": "never-answered"}]
+    kube_api.state.delay = 6.0
+    try:
+        started = time.monotonic()
+        response = post_review(http, noe, admission_review(p, uid=uid()))
+        elapsed = time.monotonic() - started
+    finally:
+        kube_api.state.delay = 0.0
+    assert elapsed < DEADLINE + SLACK, elapsed
+    assert any("never-answered" in w and "anonymous" in w for w in response["warnings"]), response
+    assert archs_allowed(apply({"request": {"object": p}}, response)) == {"arm64"}
+
+
 def test_zz_logs_are_json_and_carry_no_secret(noe: NoeProcess, basic_credentials: tuple[str, str]) -> None:
     output = noe.output()
     assert basic_credentials[1] not in output
