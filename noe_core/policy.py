@@ -9,6 +9,7 @@ applied in the contract's order; the numbers in comments refer to them.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,9 +25,13 @@ from noe_core.scheduling import (
     requirement,
     select,
     tolerate,
+    withdraw,
 )
 from noe_core.settings import PREFERRED_ARCH_LABEL, PolicySettings, normalize_arch_name
 from noe_core.workload import DAEMON_SET, POD, check_workload, images_of, pod_labels, pod_spec, pod_spec_view
+
+PLACEMENT_ANNOTATION = "arch.noe.adevinta.com/placement"
+"""Annotation on a DaemonSet's pod template recording what noe added, so an UPDATE is decided afresh."""
 
 MAX_WARNING = 120
 """The API server rejects AdmissionReview warnings longer than this (in characters)."""
@@ -106,9 +111,58 @@ def images_to_inspect(
         return []
     check_workload(obj, kind)
     spec = pod_spec_view(obj, kind)
+    if kind == DAEMON_SET and _placement_record(obj) is not None:
+        work = copy.deepcopy(dict(obj))
+        _withdraw_previous(work)
+        spec = pod_spec_view(work, kind)
     if spec.get("nodeName") or architecture_selection(spec):
         return []
     return images_of(obj, kind)
+
+
+def _template_metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    template = (obj.get("spec") or {}).get("template") or {}
+    metadata = template.get("metadata") if isinstance(template, Mapping) else None
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _placement_record(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What noe recorded on a DaemonSet template when it placed it; ``None`` when absent or unreadable."""
+    annotations = _template_metadata(obj).get("annotations")
+    raw = annotations.get(PLACEMENT_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not isinstance(raw, str):
+        return None
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _withdraw_previous(work: dict[str, Any]) -> bool:
+    """Take noe's earlier placement out of a DaemonSet (its own copy); True when there was one."""
+    record = _placement_record(work)
+    if record is None:
+        return False
+    withdraw(pod_spec(work, DAEMON_SET), record)
+    metadata = work["spec"]["template"]["metadata"]
+    del metadata["annotations"][PLACEMENT_ANNOTATION]
+    if not metadata["annotations"]:
+        del metadata["annotations"]
+    if not metadata:
+        del work["spec"]["template"]["metadata"]
+    return True
+
+
+def _record_placement(work: dict[str, Any], record: Mapping[str, Any]) -> None:
+    template = work["spec"]["template"]
+    metadata = template.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = template["metadata"] = {}
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = metadata["annotations"] = {}
+    annotations[PLACEMENT_ANNOTATION] = json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
 def _view(image: str, lookups: Lookups, settings: PolicySettings) -> _ImageView:
@@ -187,30 +241,39 @@ def _place(
     common: frozenset[str],
     settings: PolicySettings,
     out: _Outcome,
-) -> frozenset[str]:
-    """Rules 8 and 10: require ``common``, apply the preference, tolerate the allowed arch taints."""
+) -> dict[str, Any]:
+    """Rules 8 and 10: require ``common``, apply the preference, tolerate the allowed arch taints.
+
+    Returns what was added (the DaemonSet placement record).
+    """
+    added: dict[str, Any] = {}
     ordered = sorted(common)
-    require(spec, requirement(ARCH_LABEL, "In", ordered))
+    if require(spec, requirement(ARCH_LABEL, "In", ordered)):
+        added["required"] = ordered
     out.reasons.append(f"required {ARCH_LABEL} in {', '.join(ordered)} (supported by every image)")
     allowed = common
     preferred = _preferred(labels, common, settings, out)
     if preferred and preferred in common:
         if settings.preference_mode == "required":
-            select(spec, ARCH_LABEL, preferred)
+            if select(spec, ARCH_LABEL, preferred):
+                added["nodeSelector"] = preferred
             allowed = frozenset({preferred})
             out.reasons.append(f"nodeSelector {ARCH_LABEL}={preferred} (preference mode required)")
         elif len(common) > 1:
             weight = settings.preferred_arch_weight
-            prefer(spec, requirement(ARCH_LABEL, "In", [preferred]), weight)
+            if prefer(spec, requirement(ARCH_LABEL, "In", [preferred]), weight):
+                added["preferred"] = preferred
             out.reasons.append(f"preferred {ARCH_LABEL}={preferred} with weight {weight}")
         else:
             out.reasons.append(f"{preferred} is the only common architecture: no preference needed")
     elif preferred:
         out.reasons.append(f"preferred architecture {preferred} is not supported by every image")
     for arch_toleration in settings.arch_tolerations:
-        if arch_toleration.arch in allowed and tolerate(spec, arch_toleration.to_toleration()):
+        toleration = arch_toleration.to_toleration()
+        if arch_toleration.arch in allowed and tolerate(spec, toleration):
+            added.setdefault("tolerations", []).append(toleration)
             out.reasons.append(f"tolerate the {arch_toleration.arch} taint ({arch_toleration})")
-    return allowed
+    return added
 
 
 def _match_node_labels(
@@ -255,6 +318,7 @@ def decide(
         what = f"{kind}/{sub_resource}" if sub_resource else kind
         return Decision(True, work, False, reasons=(f"{what} {operation}: not a request noe acts on",))
     check_workload(work, kind)
+    withdrawn = kind == DAEMON_SET and _withdraw_previous(work)
     holder: dict[str, Any] = work if kind == POD else work["spec"]["template"]
     spec_absent = "spec" not in holder
     spec_was_null = "spec" in holder and holder["spec"] is None
@@ -263,6 +327,8 @@ def decide(
         return Decision(True, work, False, reasons=(f"spec.nodeName is {spec['nodeName']}: left untouched",))
     labels = pod_labels(work, kind)
     out = _Outcome()
+    if withdrawn:
+        out.reasons.append("noe's earlier placement of this template withdrawn: deciding afresh")
     common: tuple[str, ...] | None = None
     selection = architecture_selection(spec)
     images = images_of(work, kind)
@@ -285,7 +351,13 @@ def decide(
                 archs = ", ".join(sorted(view.archs or ())) or "none"
                 out.reasons.append(f"image {view.image}: {archs} (offers {', '.join(view.offered)})")
         inspected = [view for view in views if view.archs is not None]
-        if not inspected:
+        if not inspected and withdrawn:
+            # A registry outage must not strip a DaemonSet of the placement it already had.
+            work = copy.deepcopy(dict(obj))
+            holder = work["spec"]["template"]
+            spec = pod_spec(work, kind)
+            out.reasons.append("no image could be inspected: noe's earlier placement kept")
+        elif not inspected:
             out.reasons.append("no image could be inspected: architecture left open")
         else:
             shared = frozenset.intersection(*(view.archs for view in inspected if view.archs is not None))
@@ -300,7 +372,9 @@ def decide(
                     reasons=(*out.reasons, message),
                     common=(),
                 )
-            _place(spec, labels, shared, settings, out)
+            added = _place(spec, labels, shared, settings, out)
+            if kind == DAEMON_SET and added:
+                _record_placement(work, added)
             common = tuple(sorted(shared))
     _match_node_labels(spec, labels, settings, out)
     if not spec and (spec_absent or spec_was_null):

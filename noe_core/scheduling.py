@@ -189,3 +189,78 @@ def tolerate(spec: dict[str, Any], toleration: Mapping[str, Any]) -> bool:
         tolerations = spec["tolerations"] = []
     tolerations.append(dict(toleration))
     return True
+
+
+def _without(items: list[Any], unwanted: Any) -> list[Any]:
+    return [item for item in items if not unwanted(item)]
+
+
+def withdraw(spec: dict[str, Any], record: Mapping[str, Any]) -> None:
+    """Remove what noe added to ``spec`` earlier, as ``record`` lists it, pruning what becomes empty.
+
+    A DaemonSet template that noe placed at CREATE carries noe's own
+    architecture requirement; at UPDATE it must be decided afresh (its images may
+    have changed), not mistaken for the user's own choice. Only entries equal to
+    the recorded ones are removed, so anything the user wrote stays.
+    """
+    affinity_view = spec.get("affinity")
+    node_affinity = affinity_view.get("nodeAffinity") if isinstance(affinity_view, dict) else None
+    if not isinstance(node_affinity, dict):
+        node_affinity = {}
+    values = record.get("required")
+    required = node_affinity.get(REQUIRED)
+    if isinstance(values, list) and isinstance(required, dict) and isinstance(required.get("nodeSelectorTerms"), list):
+        noe_requirement = requirement(ARCH_LABEL, "In", [str(v) for v in values])
+
+        def is_noe_requirement(expression: Any) -> bool:
+            return isinstance(expression, dict) and _same_requirement(expression, noe_requirement)
+
+        kept = []
+        for term in required["nodeSelectorTerms"]:
+            expressions = term.get("matchExpressions") if isinstance(term, dict) else None
+            if isinstance(expressions, list):
+                remaining = _without(expressions, is_noe_requirement)
+                if len(remaining) != len(expressions):
+                    if remaining:
+                        term["matchExpressions"] = remaining
+                    else:
+                        del term["matchExpressions"]
+                    if _is_empty_term(term):
+                        continue  # the term held nothing but noe's requirement
+            kept.append(term)
+        required["nodeSelectorTerms"] = kept
+        if not kept:
+            del node_affinity[REQUIRED]
+    preferred_arch = record.get("preferred")
+    preferred = node_affinity.get(PREFERRED)
+    if isinstance(preferred_arch, str) and isinstance(preferred, list):
+        noe_preference = requirement(ARCH_LABEL, "In", [preferred_arch])
+
+        def is_noes(item: Any) -> bool:
+            expressions = ((item or {}).get("preference") or {}).get("matchExpressions") or []
+            return len(expressions) == 1 and _same_requirement(expressions[0], noe_preference)
+
+        remaining_preferred = _without(preferred, is_noes)
+        if remaining_preferred:
+            node_affinity[PREFERRED] = remaining_preferred
+        else:
+            del node_affinity[PREFERRED]
+    selected = record.get("nodeSelector")
+    selector = spec.get("nodeSelector")
+    if isinstance(selected, str) and isinstance(selector, dict) and selector.get(ARCH_LABEL) == selected:
+        del selector[ARCH_LABEL]
+        if not selector:
+            del spec["nodeSelector"]
+    added = record.get("tolerations")
+    tolerations = spec.get("tolerations")
+    if isinstance(added, list) and isinstance(tolerations, list):
+        remaining_tolerations = _without(tolerations, lambda t: t in added)
+        if remaining_tolerations:
+            spec["tolerations"] = remaining_tolerations
+        else:
+            del spec["tolerations"]
+    affinity = spec.get("affinity")
+    if isinstance(affinity, dict) and affinity.get("nodeAffinity") == {}:
+        del affinity["nodeAffinity"]
+        if not affinity:
+            del spec["affinity"]
