@@ -285,6 +285,25 @@ def test_private_image_through_a_pull_secret(  # noqa: PLR0917
     assert all(r.auth == f"token:{KUBE_TOKEN}" for r in gets)
 
 
+def test_private_image_on_a_token_registry_through_a_pull_secret(  # noqa: PLR0917
+    noe: NoeProcess, http: requests.Session, kube_api: FakeKubeAPI,
+    token_registry: RegistryServer, token_pushed_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+) -> None:
+    image = token_pushed_images["docker-manifest-list"]
+    secret = _pull_secret(token_registry, *token_credentials)
+    secret["metadata"] = {"name": "robot", "namespace": "e2e-token"}
+    kube_api.add_secret("e2e-token", "robot", secret)
+    p = pod([image.reference], namespace="e2e-token", name="private-token")
+    without = post_review(http, noe, admission_review(p, uid=uid()))
+    assert "patch" not in without and any("cannot inspect" in w for w in without["warnings"])
+    p["spec"]["imagePullSecrets"] = [{"name": "robot"}]
+    review = admission_review(p, uid=uid())
+    response = post_review(http, noe, review)
+    assert "warnings" not in response, response.get("warnings")
+    assert archs_allowed(apply(review, response)) == linux_archs(image) & {"amd64", "arm64", "ppc64le", "s390x"}
+
+
 def test_missing_pull_secret_is_a_warning_and_anonymous_access(
     noe: NoeProcess, http: requests.Session, basic_pushed_images: dict[str, PushedImage]
 ) -> None:
@@ -523,9 +542,12 @@ def test_slow_kubernetes_api_does_not_hold_the_admission(
     assert archs_allowed(apply({"request": {"object": p}}, response)) == {"arm64"}
 
 
-def test_zz_logs_are_json_and_carry_no_secret(noe: NoeProcess, basic_credentials: tuple[str, str]) -> None:
+def test_zz_logs_are_json_and_carry_no_secret(
+    noe: NoeProcess, basic_credentials: tuple[str, str], token_credentials: tuple[str, str]
+) -> None:
     output = noe.output()
     assert basic_credentials[1] not in output
+    assert token_credentials[1] not in output
     assert KUBE_TOKEN not in output
     stdout = noe.out_path.read_text()
     lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
