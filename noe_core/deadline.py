@@ -32,10 +32,12 @@ class Deadline:
 
     at: float
     clock: Clock = field(default=time.monotonic, compare=False, repr=False)
+    budget: float = field(default=float("inf"), compare=False)
+    """The seconds it was given (for messages such as "timed out after 5s")."""
 
     @classmethod
     def after(cls, seconds: float, *, clock: Clock = time.monotonic) -> Deadline:
-        return cls(clock() + seconds, clock)
+        return cls(clock() + seconds, clock, seconds)
 
     @classmethod
     def never(cls) -> Deadline:

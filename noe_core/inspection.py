@@ -2,17 +2,20 @@
 
 Operators declare platforms for images whose registry metadata is missing or
 wrong (``--image-platforms``); those answers win, and make the webhook and
-``noe mutate --platforms`` work fully offline. Everything else is resolved by
-the registry client within the caller's deadline; an image still unresolved
-when the deadline passes becomes a :class:`LookupFailure`, which the policy
-handles like any image that cannot be inspected.
+``noe mutate --platforms`` work fully offline. Every other image is resolved
+by the registry client, all in parallel, within the caller's deadline. An image
+still unresolved when the deadline passes is abandoned (its lookup finishes in
+the background and only warms the cache) and becomes a :class:`LookupFailure`,
+which the policy handles like any image that cannot be inspected; answers that
+did arrive in time are kept.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import contextvars
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from noe_core.deadline import Deadline
@@ -22,13 +25,13 @@ from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure, Lookups
 from noe_core.platforms_file import StaticPlatforms
 from noe_core.resolver import ImageInfo
 
+_DEFAULT_PARALLELISM = 8
+
 
 class PlatformResolver(Protocol):
     """What inspection needs of the registry client (``noe_core.resolver.Resolver``)."""
 
-    def resolve_many(
-        self, images: Sequence[str], *, deadline: Deadline, keychain: Keychain | None = None
-    ) -> Mapping[str, ImageInfo | NoeError]: ...
+    def resolve(self, reference: str, *, deadline: Deadline, keychain: Keychain | None = None) -> ImageInfo: ...
 
 
 def lookup_from_info(info: ImageInfo) -> ImagePlatforms:
@@ -37,82 +40,104 @@ def lookup_from_info(info: ImageInfo) -> ImagePlatforms:
 
 
 @dataclass(frozen=True)
+class Inspection:
+    """The lookups of one object's images, in the order asked, and where the answers came from."""
+
+    lookups: dict[str, Lookup]
+    declared: tuple[str, ...] = ()
+    """Images answered by the static declarations."""
+    timed_out: tuple[str, ...] = ()
+    """Images whose registry lookup was abandoned at the deadline."""
+
+
+@dataclass(frozen=True)
 class ImageInspector:
     """Static platforms, then an optional registry resolver.
 
     Without a resolver (``noe mutate --platforms``) an image the static file
     does not list cannot be inspected, and nothing touches the network.
+    ``executor`` runs the registry lookups in parallel (the webhook shares one
+    bounded pool across admissions); without one, each call uses its own.
     """
 
     static: StaticPlatforms | None = None
     resolver: PlatformResolver | None = None
+    executor: concurrent.futures.Executor | None = field(default=None, compare=False)
 
     def inspect(
         self, images: Sequence[str], *, deadline: Deadline, keychain: Keychain | None = None
-    ) -> dict[str, Lookup]:
-        """One lookup per image, in the order given; never raises for an image that fails."""
+    ) -> Inspection:
+        """One lookup per image; an image that fails gives a :class:`LookupFailure`, never an exception."""
         found: dict[str, Lookup] = {}
-        remaining: list[str] = []
-        for image in images:
-            declared = self.static.get(image) if self.static is not None else None
-            if declared is not None:
-                found[image] = declared
-            elif image not in remaining:
-                remaining.append(image)
-        if remaining:
-            found.update(self._resolve(remaining, deadline=deadline, keychain=keychain))
-        return {image: found[image] for image in images}
+        declared: list[str] = []
+        remote: list[str] = []
+        for image in dict.fromkeys(images):
+            answer = self.static.get(image) if self.static is not None else None
+            if answer is not None:
+                found[image] = answer
+                declared.append(image)
+            else:
+                remote.append(image)
+        timed_out: tuple[str, ...] = ()
+        if remote and self.resolver is None:
+            source = f" in {self.static.source}" if self.static is not None else ""
+            found.update((image, LookupFailure(f"no platforms declared for it{source}")) for image in remote)
+        elif remote and self.resolver is not None:
+            resolved, timed_out = self._resolve(self.resolver, remote, deadline=deadline, keychain=keychain)
+            found.update(resolved)
+        return Inspection({image: found[image] for image in images}, tuple(declared), timed_out)
 
     def _resolve(
-        self, images: Sequence[str], *, deadline: Deadline, keychain: Keychain | None
-    ) -> dict[str, Lookup]:
-        if self.resolver is None:
-            source = f" in {self.static.source}" if self.static is not None and self.static.source else ""
-            return {image: LookupFailure(f"no platforms declared for it{source}") for image in images}
-        results = _resolve_by_deadline(self.resolver, images, deadline=deadline, keychain=keychain)
-        out: dict[str, Lookup] = {}
-        for image in images:
-            result = results.get(image)
-            if isinstance(result, ImageInfo):
-                out[image] = lookup_from_info(result)
-            elif result is None:
-                out[image] = LookupFailure("registry lookup did not finish before the admission deadline")
-            else:
-                out[image] = LookupFailure(str(result))
-        return out
+        self,
+        resolver: PlatformResolver,
+        images: Sequence[str],
+        *,
+        deadline: Deadline,
+        keychain: Keychain | None,
+    ) -> tuple[dict[str, Lookup], tuple[str, ...]]:
+        def resolve_one(image: str) -> Lookup:
+            try:
+                return lookup_from_info(resolver.resolve(image, deadline=deadline, keychain=keychain))
+            except NoeError as exc:
+                return _timed_out(deadline) if deadline.expired else LookupFailure(str(exc))
+
+        executor = self.executor
+        own = executor is None
+        if executor is None:
+            executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=min(_DEFAULT_PARALLELISM, len(images)), thread_name_prefix="noe-inspect"
+            )
+        try:
+            # Each lookup runs in a copy of the caller's context, so per-request observers see it.
+            futures = {
+                image: executor.submit(contextvars.copy_context().run, resolve_one, image) for image in images
+            }
+            remaining = deadline.remaining()
+            concurrent.futures.wait(futures.values(), timeout=None if remaining == float("inf") else remaining)
+            out: dict[str, Lookup] = {}
+            abandoned: list[str] = []
+            for image, future in futures.items():
+                if future.done():
+                    out[image] = future.result()
+                else:
+                    future.cancel()
+                    out[image] = _timed_out(deadline)
+                    abandoned.append(image)
+            return out, tuple(abandoned)
+        finally:
+            if own:
+                executor.shutdown(wait=False, cancel_futures=True)
 
     def inspector(self, *, timeout: float | None = None) -> Callable[[Sequence[str]], Lookups]:
         """A one-argument callable for callers that handle one object at a time (``noe mutate``)."""
 
         def run(images: Sequence[str]) -> Lookups:
             deadline = Deadline.never() if timeout is None else Deadline.after(timeout)
-            return self.inspect(images, deadline=deadline)
+            return self.inspect(images, deadline=deadline).lookups
 
         return run
 
 
-def _resolve_by_deadline(
-    resolver: PlatformResolver,
-    images: Sequence[str],
-    *,
-    deadline: Deadline,
-    keychain: Keychain | None,
-) -> Mapping[str, ImageInfo | NoeError]:
-    """Ask the resolver, but stop waiting at the deadline even if it overruns.
-
-    The resolver bounds its own requests by the deadline; this guard keeps the
-    caller's promise (answer in time) even if a lookup misbehaves. An abandoned
-    call finishes in the background and only warms the cache.
-    """
-    remaining = deadline.remaining()
-    if remaining == float("inf"):
-        return resolver.resolve_many(images, deadline=deadline, keychain=keychain)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="noe-inspect")
-    try:
-        future = pool.submit(resolver.resolve_many, images, deadline=deadline, keychain=keychain)
-        try:
-            return future.result(timeout=remaining)
-        except concurrent.futures.TimeoutError:
-            return {}
-    finally:
-        pool.shutdown(wait=False)
+def _timed_out(deadline: Deadline) -> LookupFailure:
+    budget = f" after {deadline.budget:g}s" if deadline.budget != float("inf") else ""
+    return LookupFailure(f"timed out{budget}")

@@ -9,7 +9,8 @@ and serialises what comes back. Every step that can be slow is bounded by one
    ``imagePullSecrets`` are read through the Kubernetes API (missing or
    forbidden → a warning and anonymous access) and the images resolved in
    parallel, each on its own thread; lookups still running at the deadline are
-   abandoned and become ``LookupFailure("timed out after Ns")``, which the
+   abandoned and become ``LookupFailure("timed out after Ns")`` (shared with
+   ``noe mutate`` in :mod:`noe_core.inspection`), which the
    policy turns into a warning (or a deny in a strict namespace);
 3. :func:`noe_core.policy.decide` and :func:`noe_core.admission.review_response`;
 4. Events are queued (never written on the request path, never on dry-run);
@@ -28,12 +29,13 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
 from noe_core.deadline import Deadline
-from noe_core.errors import InvalidObject, InvalidSettings, NoeError
-from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure
+from noe_core.errors import InvalidObject, InvalidSettings
+from noe_core.inspection import ImageInspector, PlatformResolver
+from noe_core.lookup import Lookup, LookupFailure
 from noe_core.platforms_file import StaticPlatforms
 from noe_core.policy import Decision, acts_on, decide, images_to_inspect, limit_warning
 from noe_core.settings import PolicySettings
@@ -56,12 +58,6 @@ log = logging.getLogger("noe.admission")
 # The share of the deadline pull Secrets may take before lookups go ahead without them.
 _SECRET_SHARE = 0.4
 _SECRET_CAP = 2.0
-
-
-class ImageResolver(Protocol):
-    """What the service needs of ``noe_core.resolver.Resolver``."""
-
-    def resolve(self, reference: str, *, deadline: Deadline, keychain: Any = None) -> Any: ...
 
 
 @dataclass
@@ -127,16 +123,18 @@ class AdmissionService:
     metrics: Metrics
     deadline_seconds: float = 5.0
     static: StaticPlatforms | None = None
-    resolver: ImageResolver | None = None
+    resolver: PlatformResolver | None = None
     kube: KubeClient | None = None
     events: EventRecorder | None = None
     pool_size: int = 32
     _pool: concurrent.futures.ThreadPoolExecutor = field(init=False, repr=False)
+    _inspector: ImageInspector = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.pool_size, thread_name_prefix="noe-lookup"
         )
+        self._inspector = ImageInspector(static=self.static, resolver=self.resolver, executor=self._pool)
 
     def close(self) -> None:
         if self.events is not None:
@@ -203,49 +201,21 @@ class AdmissionService:
         stats: AdmissionStats,
         warnings: list[str],
     ) -> dict[str, Lookup]:
-        found: dict[str, Lookup] = {}
-        remote: list[str] = []
-        for image in images:
-            declared = self.static.get(image) if self.static is not None else None
-            if declared is not None:
-                found[image] = declared
-                self.metrics.static_lookups.inc()
-            elif image not in remote:
-                remote.append(image)
-        if not remote:
-            return found
-        if self.resolver is None:
-            for image in remote:
-                found[image] = LookupFailure("not in --image-platforms and registry lookups are off")
-            return found
-        keychain = self._pull_secret_keychain(request, deadline, warnings)
+        static = self.static
+        needs_registry = self.resolver is not None and (
+            static is None or any(static.get(image) is None for image in images)
+        )
+        keychain = self._pull_secret_keychain(request, deadline, warnings) if needs_registry else None
         context = contextvars.copy_context()
         context.run(_current_stats.set, stats)
-        futures = {
-            image: self._pool.submit(context.copy().run, self._resolve_one, image, deadline, keychain)
-            for image in remote
-        }
-        concurrent.futures.wait(futures.values(), timeout=deadline.remaining())
-        for image, future in futures.items():
-            if future.done():
-                found[image] = future.result()
-            else:
-                future.cancel()
-                found[image] = LookupFailure(f"timed out after {self.deadline_seconds:g}s")
-        return found
-
-    def _resolve_one(self, image: str, deadline: Deadline, keychain: Any) -> Lookup:
-        assert self.resolver is not None
         try:
-            info = self.resolver.resolve(image, deadline=deadline, keychain=keychain)
-        except NoeError as exc:
-            if deadline.expired:
-                return LookupFailure(f"timed out after {self.deadline_seconds:g}s")
-            return LookupFailure(str(exc))
+            inspection = context.run(self._inspector.inspect, images, deadline=deadline, keychain=keychain)
         except Exception as exc:  # a bug in a lookup must not fail the admission
-            log.exception("lookup of %s failed unexpectedly", image)
-            return LookupFailure(f"internal error ({type(exc).__name__})")
-        return ImagePlatforms(tuple(entry.platform for entry in info.platforms), info.digest)
+            log.exception("image lookups failed unexpectedly")
+            return {image: LookupFailure(f"internal error ({type(exc).__name__})") for image in images}
+        if inspection.declared:
+            self.metrics.static_lookups.inc(len(inspection.declared))
+        return inspection.lookups
 
     def _pull_secret_keychain(
         self, request: AdmissionRequest, deadline: Deadline, warnings: list[str]

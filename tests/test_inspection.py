@@ -1,0 +1,70 @@
+"""Image inspection: declared platforms first, the real registry for the rest, the deadline kept."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from noe_core.deadline import Deadline
+from noe_core.inspection import ImageInspector
+from noe_core.lookup import ImagePlatforms, LookupFailure
+from noe_core.platforms_file import StaticPlatforms
+from noe_core.registry_settings import RegistrySettings
+from noe_core.resolver import Resolver
+from noe_core.transport import make_session
+
+
+@pytest.fixture
+def silent_registry() -> Iterator[str]:
+    """Accepts TCP connections and never answers a byte."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+@pytest.fixture
+def resolver(registry: Any, silent_registry: str) -> Iterator[Resolver]:
+    settings = RegistrySettings(insecure_registries=(registry.host, silent_registry))
+    with make_session(settings) as session, Resolver(session, settings=settings) as res:
+        yield res
+
+
+def test_declared_platforms_win_and_cost_no_request(registry: Any, pushed_images: dict[str, Any],
+                                                    resolver: Resolver) -> None:
+    image = pushed_images["docker-manifest-list"].reference
+    static = StaticPlatforms.from_mapping({image: ["linux/s390x"]}, "platforms.json")
+    mark = registry.mark()
+    inspection = ImageInspector(static=static, resolver=resolver).inspect([image], deadline=Deadline.after(5))
+    assert inspection.lookups == {image: ImagePlatforms.of("linux/s390x")}
+    assert inspection.declared == (image,)
+    assert registry.requests_since(mark) == []
+
+
+def test_without_resolver_an_undeclared_image_cannot_be_inspected() -> None:
+    static = StaticPlatforms.from_mapping({"a:1": ["linux/amd64"]}, "platforms.json")
+    inspection = ImageInspector(static=static).inspect(["a:1", "b:1"], deadline=Deadline.after(1))
+    assert inspection.lookups["a:1"] == ImagePlatforms.of("linux/amd64")
+    failure = inspection.lookups["b:1"]
+    assert isinstance(failure, LookupFailure) and "platforms.json" in failure.reason
+
+
+def test_a_stuck_registry_is_abandoned_at_the_deadline_and_answers_that_arrived_are_kept(
+    pushed_images: dict[str, Any], resolver: Resolver, silent_registry: str
+) -> None:
+    good = pushed_images["docker-single-arm64"].reference
+    stuck = f"{silent_registry}/team/app:1"
+    started = time.monotonic()
+    inspection = ImageInspector(resolver=resolver).inspect([good, stuck], deadline=Deadline.after(1.5))
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.5, f"inspection overran its 1.5 s deadline: {elapsed:.2f}s"
+    arrived = inspection.lookups[good]
+    assert isinstance(arrived, ImagePlatforms)
+    assert [p.architecture for p in arrived.platforms] == ["arm64"]
+    abandoned = inspection.lookups[stuck]
+    assert isinstance(abandoned, LookupFailure) and "timed out after 1.5s" in abandoned.reason
