@@ -122,7 +122,7 @@ def test_pod_update_review_is_left_alone(tmp_path: Path) -> None:
 
 def test_denied_pod_exits_3_with_the_message_on_stderr(tmp_path: Path) -> None:
     pod = testing.pod(images=["registry.corp/team/arm-worker:1.4.0", "registry.corp/team/x86-encoder:2.3.1"])
-    status, out, err = run_cli("mutate", "-f", write(tmp_path, "pod.json", pod), "--platforms", PLATFORMS)
+    status, _, err = run_cli("mutate", "-f", write(tmp_path, "pod.json", pod), "--platforms", PLATFORMS)
     assert status == 3
     assert "arm-worker" in err and "x86-encoder" in err
     assert "arm64" in err and "amd64" in err

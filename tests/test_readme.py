@@ -19,7 +19,7 @@ def test_library_example_runs() -> None:
     assert blocks, "README lost its library example"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(blocks[0], "README.md", "exec"), {})  # noqa: S102 - the README's own example
+        exec(compile(blocks[0], "README.md", "exec"), {})
     printed = out.getvalue()
     assert "docker.io/library/nginx:latest" in printed
     assert "/spec/affinity" in printed

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import requests
 
-from noe_core.transport import make_session
 from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
 from noe_core.keychain import Credential, StaticKeychain
@@ -26,7 +25,7 @@ from noe_core.observer import CountingObserver
 from noe_core.reference import parse_reference
 from noe_core.registry_settings import RegistrySettings
 from noe_core.resolver import Resolver
-from noe_core.transport import Transport
+from noe_core.transport import Transport, make_session
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
 from tests.support.token_server import TokenServer
