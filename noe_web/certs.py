@@ -37,12 +37,11 @@ import requests
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from noe_core.cli.options import add_option
 from noe_core.errors import InvalidSettings
 from noe_web.kube import ApiConfig, Forbidden, KubeClient, KubeError, NotFound, Unavailable, discover
+from noe_web.tls import issue_serving_cert, make_ca
 
 __all__ = [
     "CertBundle",
@@ -106,20 +105,6 @@ def _pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def _key_usage(*, ca: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
 def issue(
     names: Sequence[str],
     *,
@@ -135,50 +120,15 @@ def issue(
     """
     if not names:
         raise InvalidSettings("noe certs: no DNS name to certify")
-    start = (now or _now()) - dt.timedelta(minutes=5)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"noe webhook CA for {names[0]}")])
-    ca_end = start + dt.timedelta(days=ca_validity_days)
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(ca_end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(ca=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    end = min(start + dt.timedelta(days=validity_days), ca_end)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    ca_pem, ca_key_pem = make_ca(f"noe webhook CA for {names[0]}", ca_validity_days, now=now)
+    cert_pem, key_pem = issue_serving_cert(ca_pem, ca_key_pem, names, validity_days, now=now)
+    ca = x509.load_pem_x509_certificate(ca_pem)
     bundle = _pem(ca)
     moment = now or _now()
     for old in _load_pems(previous_ca)[:1]:  # only the CA just replaced, never a growing chain
         if old.not_valid_after_utc > moment and old.fingerprint(hashes.SHA256()) != ca.fingerprint(hashes.SHA256()):
             bundle += _pem(old)
-    return CertBundle(tls_crt=_pem(cert), tls_key=key_pem, ca_crt=bundle)
+    return CertBundle(tls_crt=cert_pem, tls_key=key_pem, ca_crt=bundle)
 
 
 def _load_pems(data: bytes) -> list[x509.Certificate]:

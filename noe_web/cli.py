@@ -1,7 +1,8 @@
 """The ``noe`` console script: ``mutate`` and ``inspect`` from noe_core, ``serve`` and ``certs`` from here.
 
-The web subcommands import Flask and gunicorn only when they run, so
-``noe mutate`` stays fast and works without the web extra.
+The web subcommands import Flask, gunicorn and cryptography only when they
+run, so ``noe mutate`` and ``noe inspect`` stay fast and work without the
+``web`` extra; without it, ``noe serve`` says which package is missing.
 """
 
 from __future__ import annotations
@@ -10,20 +11,52 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from noe_core.cli import SubcommandAdder, run
 from noe_core.cli import build_parser as build_core_parser
-from noe_core.cli import run
+
+# Modules of the ``web`` extra; a missing one means the extra is not installed.
+WEB_EXTRA_MODULES = frozenset({"flask", "gunicorn", "prometheus_client", "cryptography", "werkzeug"})
+
+
+def _needs_web_extra(name: str, missing: str) -> SubcommandAdder:
+    """A subcommand that explains how to install what it needs, instead of a traceback."""
+
+    def add(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        parser = subparsers.add_parser(name, help=f"(needs the web extra: module {missing} is missing)")
+        parser.set_defaults(run=lambda _ns: _missing_extra(missing))
+
+    return add
+
+
+def _missing_extra(missing: str) -> int:
+    print(f"noe: this command needs the web extra: pip install 'noe-webhook[web]' (module {missing} is missing)",
+          file=sys.stderr)
+    return 2
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``noe`` parser; the Helm chart's arguments are tested against it."""
-    from noe_web.certs import add_certs_parser  # noqa: PLC0415
     from noe_web.serve import add_serve_parser  # noqa: PLC0415
 
-    return build_core_parser(extra=(add_serve_parser, add_certs_parser))
+    add_certs: SubcommandAdder
+    try:
+        from noe_web.certs import add_certs_parser  # noqa: PLC0415
+
+        add_certs = add_certs_parser
+    except ModuleNotFoundError as exc:
+        if exc.name not in WEB_EXTRA_MODULES:
+            raise
+        add_certs = _needs_web_extra("certs", exc.name)
+    return build_core_parser(extra=(add_serve_parser, add_certs))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(argv, build_parser())
+    try:
+        return run(argv, build_parser())
+    except ModuleNotFoundError as exc:
+        if exc.name not in WEB_EXTRA_MODULES:
+            raise
+        return _missing_extra(exc.name)
 
 
 if __name__ == "__main__":

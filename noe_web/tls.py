@@ -75,34 +75,37 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def make_ca(common_name: str = "noe webhook local CA", days: int = 3650) -> tuple[bytes, bytes]:
-    """A new CA: (certificate PEM, private key PEM)."""
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def make_ca(
+    common_name: str = "noe webhook local CA", days: int = 3650, *, now: dt.datetime | None = None
+) -> tuple[bytes, bytes]:
+    """A new CA: (certificate PEM, private key PEM). ``noe serve``'s default and ``noe certs`` both use it."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = _now()
+    start = (now or _now()) - dt.timedelta(minutes=5)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
+        .not_valid_before(start)
+        .not_valid_after(start + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -110,9 +113,17 @@ def make_ca(common_name: str = "noe webhook local CA", days: int = 3650) -> tupl
 
 
 def issue_serving_cert(
-    ca_cert_pem: bytes, ca_key_pem: bytes, hosts: Sequence[str], days: int = 365
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    hosts: Sequence[str],
+    days: int = 365,
+    *,
+    now: dt.datetime | None = None,
 ) -> tuple[bytes, bytes]:
-    """A serving certificate for ``hosts`` signed by the CA: (certificate PEM, key PEM)."""
+    """A serving certificate for ``hosts`` (DNS names or IP addresses) signed by the CA: (cert PEM, key PEM).
+
+    It never outlives its CA.
+    """
     if not hosts:
         raise InvalidSettings("a serving certificate needs at least one host name or address")
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
@@ -120,18 +131,20 @@ def issue_serving_cert(
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise InvalidSettings("the CA key is not an EC key made by noe")
     key = ec.generate_private_key(ec.SECP256R1())
-    now = _now()
+    start = (now or _now()) - dt.timedelta(minutes=5)
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc))
+        .not_valid_before(start)
+        .not_valid_after(min(start + dt.timedelta(days=days), ca_cert.not_valid_after_utc))
         .add_extension(_san(hosts), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(ca=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )

@@ -12,15 +12,15 @@ Docker's ``certs.d`` expect (a ``.key`` file there would be read as a client key
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from noe_web import tls
 
 __all__ = ["CA", "CertPair", "make_ca"]
 
@@ -34,32 +34,23 @@ class CertPair:
     ca_file: Path
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _san(host: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(host))
-    except ValueError:
-        return x509.DNSName(host)
-
-
 @dataclass(frozen=True)
 class CA:
-    """A self-signed CA whose files live under ``directory``."""
+    """A self-signed CA whose files live under ``directory`` (made by the webhook's own ``noe_web.tls``)."""
 
     directory: Path
-    cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
+    cert_pem: bytes
+    key_pem: bytes
+
+    @property
+    def cert(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.cert_pem)
+
+    @property
+    def key(self) -> ec.EllipticCurvePrivateKey:
+        key = serialization.load_pem_private_key(self.key_pem, password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        return key
 
     @property
     def ca_file(self) -> Path:
@@ -82,41 +73,13 @@ class CA:
         if not hosts:
             raise ValueError("a serving certificate needs at least one host")
         stem = name or re.sub(r"[^A-Za-z0-9.-]+", "_", hosts[0])
-        key = ec.generate_private_key(ec.SECP256R1())
-        start = not_before or (_now() - dt.timedelta(minutes=5))
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(start + dt.timedelta(days=days))
-            .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=True,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
-            .sign(self.key, hashes.SHA256())
-        )
+        # noe_web.tls starts validity five minutes before "now"
+        now = not_before + dt.timedelta(minutes=5) if not_before is not None else None
+        cert_pem, key_pem = tls.issue_serving_cert(self.cert_pem, self.key_pem, list(hosts), days, now=now)
         cert_file = self.directory / f"{stem}.crt"
         key_file = self.directory / f"{stem}.key"
-        cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_file.write_bytes(_key_pem(key))
+        cert_file.write_bytes(cert_pem)
+        key_file.write_bytes(key_pem)
         key_file.chmod(0o600)
         return CertPair(cert_file=cert_file, key_file=key_file, ca_file=self.ca_file)
 
@@ -124,40 +87,11 @@ class CA:
 def make_ca(common_name: str, directory: Path, *, days: int = 2) -> CA:
     """Create a CA under *directory* (created if needed): ``ca.crt``, ``ca.key``, ``trust/ca.crt``."""
     directory.mkdir(parents=True, exist_ok=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    start = _now() - dt.timedelta(minutes=5)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    ca = CA(directory=directory, cert=cert, key=key)
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    ca.ca_file.write_bytes(pem)
-    (directory / "ca.key").write_bytes(_key_pem(key))
+    cert_pem, key_pem = tls.make_ca(common_name, days)
+    ca = CA(directory=directory, cert_pem=cert_pem, key_pem=key_pem)
+    ca.ca_file.write_bytes(cert_pem)
+    (directory / "ca.key").write_bytes(key_pem)
     (directory / "ca.key").chmod(0o600)
     ca.trust_dir.mkdir(exist_ok=True)
-    (ca.trust_dir / "ca.crt").write_bytes(pem)
+    (ca.trust_dir / "ca.crt").write_bytes(cert_pem)
     return ca
