@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-import jsonpatch  # type: ignore[import-untyped]
+import jsonpatch
 
 from noe_core.errors import InvalidObject
 

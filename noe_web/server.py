@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
+from gunicorn.app.base import BaseApplication
 
 from noe_web.tls import ReloadingContext
 
