@@ -35,7 +35,9 @@ CHART = ROOT / "deploy" / "helm" / "noe"
 MANIFESTS = ROOT / "deploy" / "manifests"
 EXAMPLES = ROOT / "examples"
 RELEASE, NAMESPACE = "noe", "noe-system"
-KUBE_VERSIONS = ("1.28", kubernetes_validate.latest_version().rsplit(".", 1)[0])
+_NEWEST_MINOR = int(kubernetes_validate.latest_version().split(".")[1])
+# Every minor release the chart supports, oldest to the newest schemas kubernetes-validate ships.
+KUBE_VERSIONS = tuple(f"1.{minor}" for minor in range(28, _NEWEST_MINOR + 1))
 # Kinds of CRDs the official schemas do not carry: structure-checked here instead.
 CRD_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/", "argoproj.io/")
 
