@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from noe_core.errors import InvalidSettings
 
 MIB = 1024 * 1024
-DEFAULT_USER_AGENT = "noe-webhook/0.1 (+https://github.com/adevinta/noe)"
+DEFAULT_USER_AGENT = "noe-webhook/0.1.0 (Kubernetes architecture-placement webhook)"
 
 _HOST_GLOB = re.compile(r"^[A-Za-z0-9*?.\-\[\]:]+$")
 _MIRROR = re.compile(
