@@ -8,7 +8,8 @@ Endpoints:
 * ``POST /mutate`` — an AdmissionReview (``admission.k8s.io/v1`` or
   ``v1beta1``) in, the answer in the same version out. A body that is not
   JSON, not an AdmissionReview or missing what noe needs gets a 400 with a
-  one-line JSON message; one larger than ``max_body_bytes`` gets a 413. Never
+  one-line JSON message; one larger than ``max_body_bytes`` gets a 400 too
+  (reason ``too_large``: the contract says every unparsable request is a 400). Never
   a 500 for input.
 * ``GET /livez`` and ``/healthz`` — the process answers; never depends on a
   registry or the Kubernetes API.
@@ -59,7 +60,7 @@ def _bad_request(status: int, reason: str, message: str, services: Services) -> 
 
 
 def _drain(length: int, limit: int) -> bool:
-    """Read and discard a too-large body so the client, still sending it, gets the 413 instead of a reset.
+    """Read and discard a too-large body so the client, still sending it, gets the 400 instead of a reset.
 
     Only up to a few times the limit; past that the connection is closed.
     """
@@ -104,7 +105,7 @@ def create_app(services: Services) -> Flask:
     def _too_large(drain: int = 0) -> Response:
         closing = not _drain(drain, services.max_body_bytes)
         response = _bad_request(
-            413,
+            400,
             "too_large",
             f"the request body is larger than {services.max_body_bytes} bytes; AdmissionReviews are smaller",
             services,

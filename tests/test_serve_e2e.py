@@ -418,7 +418,7 @@ def test_v1beta1_answered_in_v1beta1(noe: NoeProcess, http: requests.Session,
         (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                      "request": {"kind": {"kind": "Pod"}, "operation": "CREATE", "object": {}}}).encode(),
          400, "uid"),
-        (b'{"a": "' + b"x" * (5 * 1024 * 1024) + b'"}', 413, "larger than"),
+        (b'{"a": "' + b"x" * (5 * 1024 * 1024) + b'"}', 400, "larger than"),
     ],
     ids=["not-json", "wrong-kind", "missing-uid", "5MiB"],
 )

@@ -139,12 +139,13 @@ def test_pod_with_a_malformed_spec_is_400(client: FlaskClient) -> None:
     assert resp.status_code == 400 and "containers" in resp.get_json()["message"]
 
 
-def test_too_large_body_is_413() -> None:
+def test_too_large_body_is_400() -> None:
     app = make_app(max_body_bytes=4096)
     try:
         resp = app.test_client().post("/mutate", data=b"{" + b" " * 10_000 + b"}",
                                       content_type="application/json")
-        assert resp.status_code == 413
+        assert resp.status_code == 400
+        assert resp.get_json()["reason"] == "too_large"
         assert "larger than 4096 bytes" in resp.get_json()["message"]
     finally:
         app.extensions["noe"].close()
