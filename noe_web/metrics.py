@@ -115,7 +115,10 @@ class Metrics:
         )
         self.events = Counter("noe_events_total", "Kubernetes Events by outcome.", ["outcome"], registry=r)
         self.bad_requests = Counter(
-            "noe_bad_requests_total", "Requests to /mutate answered 400 (unparsable or too large), by reason.", ["reason"], registry=r
+            "noe_bad_requests_total",
+            "Requests to /mutate answered 400 (unparsable or too large), by reason.",
+            ["reason"],
+            registry=r,
         )
 
     # --- RegistryObserver -------------------------------------------------
