@@ -171,7 +171,7 @@ def images_of(obj: Mapping[str, Any], kind: str) -> list[str]:
     images: dict[str, None] = {}
     for field in ("containers", "initContainers"):
         for container in spec.get(field) or []:
-            image = container.get("image") or ""
+            image = (container or {}).get("image") or ""  # a null entry reads as empty, as check_pod_spec allows
             if image.strip():
                 images.setdefault(image, None)
     return list(images)

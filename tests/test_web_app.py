@@ -139,6 +139,13 @@ def test_pod_with_a_malformed_spec_is_400(client: FlaskClient) -> None:
     assert resp.status_code == 400 and "containers" in resp.get_json()["message"]
 
 
+def test_null_container_entry_is_answered_not_500(client: FlaskClient) -> None:
+    review = admission_review(pod(["arm:1"]))
+    review["request"]["object"]["spec"]["containers"].append(None)
+    status, body = post(client, review)
+    assert status == 200 and body["response"]["allowed"] is True and "patch" in body["response"]
+
+
 def test_too_large_body_is_400() -> None:
     app = make_app(max_body_bytes=4096)
     try:

@@ -122,3 +122,10 @@ def test_nulls_read_as_absent() -> None:
     pod = testing.pod(images=["a"])
     pod["spec"].update({"nodeSelector": None, "affinity": None, "tolerations": None, "initContainers": None})
     assert images_of(pod, "Pod") == ["a"]
+
+
+def test_null_container_entries_read_as_empty() -> None:
+    pod = testing.pod(images=["a"])
+    pod["spec"]["containers"].append(None)
+    pod["spec"]["initContainers"] = [None]
+    assert images_of(pod, "Pod") == ["a"]
