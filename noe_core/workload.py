@@ -152,7 +152,7 @@ def pod_spec_view(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     """The pod spec for reading only: never creates anything in ``obj``."""
     if kind == DAEMON_SET:
         spec = _mapping(obj.get("spec"), "spec")
-        if "template" not in spec:
+        if spec.get("template") is None:
             raise InvalidObject("spec.template is missing: a DaemonSet needs a pod template")
         template = _mapping(spec.get("template"), "spec.template")
         return _mapping(template.get("spec"), "spec.template.spec")

@@ -139,6 +139,14 @@ def test_pod_with_a_malformed_spec_is_400(client: FlaskClient) -> None:
     assert resp.status_code == 400 and "containers" in resp.get_json()["message"]
 
 
+def test_daemonset_with_null_template_is_400(client: FlaskClient) -> None:
+    for operation in ("CREATE", "UPDATE"):
+        review = admission_review(daemonset(["arm:1"]), operation)
+        review["request"]["object"]["spec"]["template"] = None
+        resp = client.post("/mutate", json=review)
+        assert resp.status_code == 400 and "spec.template" in resp.get_json()["message"]
+
+
 def test_null_container_entry_is_answered_not_500(client: FlaskClient) -> None:
     review = admission_review(pod(["arm:1"]))
     review["request"]["object"]["spec"]["containers"].append(None)

@@ -105,6 +105,8 @@ def test_malformed_pod(path: list[str | int], value: Any, message: str) -> None:
 def test_malformed_daemonset() -> None:
     with pytest.raises(InvalidObject, match=r"spec\.template is missing"):
         images_of({"spec": {}}, "DaemonSet")
+    with pytest.raises(InvalidObject, match=r"spec\.template is missing"):
+        images_of({"spec": {"template": None}}, "DaemonSet")
     with pytest.raises(InvalidObject, match=r"spec.template.spec.containers\[0\].image must be a string"):
         images_of(_with(["spec", "template", "spec", "containers", 0, "image"], 1, "DaemonSet"), "DaemonSet")
     with pytest.raises(InvalidObject, match=r"spec\.template\.metadata\.labels"):
