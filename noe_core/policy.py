@@ -28,7 +28,16 @@ from noe_core.scheduling import (
     withdraw,
 )
 from noe_core.settings import PREFERRED_ARCH_LABEL, PolicySettings, normalize_arch_name
-from noe_core.workload import DAEMON_SET, POD, check_workload, images_of, pod_labels, pod_spec, pod_spec_view
+from noe_core.workload import (
+    DAEMON_SET,
+    POD,
+    check_depth,
+    check_workload,
+    images_of,
+    pod_labels,
+    pod_spec,
+    pod_spec_view,
+)
 
 PLACEMENT_ANNOTATION = "arch.noe.adevinta.com/placement"
 """Annotation on a DaemonSet's pod template recording what noe added, so an UPDATE is decided afresh."""
@@ -313,6 +322,7 @@ def decide(
     del dry_run  # rule 12: same answer either way
     if not isinstance(obj, Mapping):
         raise InvalidObject(f"the {kind} must be an object, not {type(obj).__name__}")
+    check_depth(obj)  # before any deep copy, whatever the kind
     work: dict[str, Any] = copy.deepcopy(dict(obj))
     if not acts_on(kind, operation, sub_resource):
         what = f"{kind}/{sub_resource}" if sub_resource else kind

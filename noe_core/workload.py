@@ -16,6 +16,9 @@ from noe_core.errors import InvalidObject
 POD = "Pod"
 DAEMON_SET = "DaemonSet"
 KINDS = (POD, DAEMON_SET)
+MAX_DEPTH = 100
+"""Deepest nesting of objects and arrays noe accepts. A Pod or DaemonSet is about 15 levels deep;
+much deeper input would exhaust Python's recursion limit in ``copy.deepcopy`` or the patch diff."""
 
 
 def _mapping(value: object, path: str) -> Mapping[str, Any]:
@@ -140,10 +143,24 @@ def check_pod_spec(spec: Mapping[str, Any], path: str = "spec") -> None:
         _check_term(entry.get("preference"), f"{preferred_path}[{index}].preference", fields=True)
 
 
+def check_depth(obj: object, limit: int = MAX_DEPTH) -> None:
+    """Raise :class:`InvalidObject` when ``obj`` nests objects or arrays deeper than ``limit`` (no recursion)."""
+    stack: list[tuple[object, int]] = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, Mapping) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            raise InvalidObject(f"the object is nested more than {limit} levels deep")
+        stack.extend((child, depth + 1) for child in children)
+
+
 def check_workload(obj: object, kind: str) -> None:
     """Check that ``obj`` is a ``kind`` noe can read: its labels and the pod spec fields it uses."""
     if not isinstance(obj, dict):
         raise InvalidObject(f"the {kind} must be an object, not {type(obj).__name__}")
+    check_depth(obj)
     pod_labels(obj, kind)
     check_pod_spec(pod_spec_view(obj, kind), _spec_path(kind))
 

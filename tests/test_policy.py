@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from noe_core import testing
+from noe_core.errors import InvalidObject
 from noe_core.lookup import ImagePlatforms, Lookup
 from noe_core.platform import Platform
 from noe_core.policy import MAX_WARNING, Decision, decide, images_to_inspect
@@ -479,3 +480,13 @@ def test_decision_is_frozen_and_explains_itself() -> None:
 def test_object_without_pod_spec_is_left_unchanged(obj: dict[str, Any], kind: str) -> None:
     decision = run(obj, kind=kind)
     assert decision.allowed and not decision.changed and decision.obj == obj
+
+
+def test_too_deep_an_object_is_invalid_for_any_kind() -> None:
+    deep: object = []
+    for _ in range(2000):
+        deep = [deep]
+    for kind in ("Pod", "Deployment"):
+        with pytest.raises(InvalidObject, match="nested more than"):
+            decide({"spec": {"deep": deep}}, kind=kind, operation="CREATE", namespace="default",
+                   lookups={}, settings=PolicySettings())

@@ -147,6 +147,17 @@ def test_daemonset_with_null_template_is_400(client: FlaskClient) -> None:
         assert resp.status_code == 400 and "spec.template" in resp.get_json()["message"]
 
 
+@pytest.mark.parametrize("kind", ["Pod", "DaemonSet", "Deployment"])
+@pytest.mark.parametrize("depth", [500, 900])
+def test_deeply_nested_object_is_400_not_500(client: FlaskClient, kind: str, depth: int) -> None:
+    # shallow enough for json.loads, too deep for copy.deepcopy under the recursion limit
+    review = admission_review(daemonset(["arm:1"]) if kind == "DaemonSet" else pod(["arm:1"]))
+    review["request"]["kind"]["kind"] = kind
+    body = json.dumps(review).replace('"spec": {', '"spec": {"deep": ' + "[" * depth + "]" * depth + ", ", 1)
+    resp = client.post("/mutate", data=body, content_type="application/json")
+    assert resp.status_code == 400 and "nested more than" in resp.get_json()["message"]
+
+
 def test_null_container_entry_is_answered_not_500(client: FlaskClient) -> None:
     review = admission_review(pod(["arm:1"]))
     review["request"]["object"]["spec"]["containers"].append(None)

@@ -8,7 +8,7 @@ import pytest
 
 from noe_core import testing
 from noe_core.errors import InvalidObject
-from noe_core.workload import check_workload, images_of, pod_labels, pod_spec
+from noe_core.workload import MAX_DEPTH, check_depth, check_workload, images_of, pod_labels, pod_spec
 
 
 def test_images_of_pod_in_order_deduplicated_empty_ignored() -> None:
@@ -131,3 +131,19 @@ def test_null_container_entries_read_as_empty() -> None:
     pod["spec"]["containers"].append(None)
     pod["spec"]["initContainers"] = [None]
     assert images_of(pod, "Pod") == ["a"]
+
+
+def _nested(depth: int) -> object:
+    value: object = []
+    for level in range(depth - 1):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def test_check_depth_accepts_the_limit_and_rejects_one_more() -> None:
+    check_depth(_nested(MAX_DEPTH))
+    check_depth({"a": "x" * 10, "b": [1, 2, {"c": None}]})
+    with pytest.raises(InvalidObject, match=f"nested more than {MAX_DEPTH} levels"):
+        check_depth(_nested(MAX_DEPTH + 1))
+    with pytest.raises(InvalidObject, match="nested more than"):
+        check_workload({"spec": {"containers": [], "x": _nested(5000)}}, "Pod")
