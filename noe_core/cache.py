@@ -132,7 +132,7 @@ class SingleFlight(Generic[K, V]):
             if leader:
                 return self._lead(key, call, fn), shared
             shared = True
-            if not call.done.wait(deadline.remaining()):
+            if not call.done.wait(deadline.wait_timeout()):
                 raise DeadlineExceeded("gave up waiting for an identical lookup in flight")
             if call.ok:
                 return call.value, shared  # type: ignore[return-value]

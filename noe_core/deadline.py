@@ -47,6 +47,13 @@ class Deadline:
         """Seconds left, never negative."""
         return max(0.0, self.at - self.clock())
 
+    def wait_timeout(self) -> float | None:
+        """Seconds left for a blocking wait (``Event.wait``, ``Future.result``); ``None`` for never.
+
+        ``threading`` refuses an infinite timeout with ``OverflowError``.
+        """
+        return None if self.at == float("inf") else self.remaining()
+
     @property
     def expired(self) -> bool:
         return self.clock() >= self.at

@@ -135,3 +135,23 @@ def test_waiter_with_time_left_retries_after_the_leader_ran_out() -> None:
     t.join()
     assert value == "fresh" and shared
     assert outcome == ["leader timed out"]
+
+
+def test_a_waiter_without_a_deadline_gets_the_shared_value() -> None:
+    # Deadline.never() (noe mutate without --timeout) must wait, not crash on an infinite timeout.
+    flight: SingleFlight[str, int] = SingleFlight()
+    gate = threading.Event()
+    results: list[tuple[int, bool]] = []
+
+    def work() -> int:
+        gate.wait(5)
+        return 7
+
+    leader = threading.Thread(target=lambda: results.append(flight.do("k", work, Deadline.after(5))))
+    leader.start()
+    while flight.in_flight() == 0:
+        time.sleep(0.001)
+    threading.Timer(0.05, gate.set).start()
+    assert flight.do("k", lambda: 0, Deadline.never()) == (7, True)
+    leader.join()
+    assert results == [(7, False)]
