@@ -196,7 +196,8 @@ class Resolver:
         }
         for image, future in futures.items():
             try:
-                results[image] = future.result(timeout=deadline.remaining() + 0.05)
+                wait = deadline.wait_timeout()
+                results[image] = future.result(timeout=None if wait is None else wait + 0.05)
             except concurrent.futures.TimeoutError:
                 future.cancel()
                 results[image] = DeadlineExceeded(f"looking up {image} did not finish before the deadline")

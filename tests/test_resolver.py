@@ -256,6 +256,15 @@ def test_resolve_many_returns_results_and_errors_per_image(
     assert isinstance(out[images[3]], NoeError)
 
 
+def test_resolve_many_without_a_deadline(pushed_images: dict[str, PushedImage], session: requests.Session) -> None:
+    # noe mutate without --timeout resolves with Deadline.never(): no infinite timeout reaches threading.
+    resolver, _ = make_resolver(session)
+    images = [pushed_images["oci-single-amd64"].reference, pushed_images["docker-single-arm64"].reference]
+    with resolver:
+        out = resolver.resolve_many(images, deadline=Deadline.never())
+    assert [keys(out[image]) for image in images] == [["linux/amd64"], ["linux/arm64/v8"]]  # type: ignore[arg-type]
+
+
 def test_registry_proxies_send_requests_to_the_mirror(
     registry: RegistryServer, session: requests.Session, unique_repo: str
 ) -> None:
