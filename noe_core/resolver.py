@@ -169,7 +169,9 @@ class Resolver:
         failure = self._negative.get(key)
         if failure is not None:
             self._observer.cache_hit("negative")
-            raise failure
+            # The same object is raised on every hit: without a fresh traceback each raise would
+            # append this caller's frames to it, and keep them alive as long as the entry.
+            raise failure.with_traceback(None)
         info, shared = self._flight.do(
             key, lambda: self._resolve_fresh(ref, target, credentials, key, deadline), deadline
         )

@@ -265,6 +265,26 @@ def test_resolve_many_without_a_deadline(pushed_images: dict[str, PushedImage], 
     assert [keys(out[image]) for image in images] == [["linux/amd64"], ["linux/arm64/v8"]]  # type: ignore[arg-type]
 
 
+def test_negative_cache_hits_do_not_pile_up_on_the_cached_error(
+    registry: RegistryServer, session: requests.Session
+) -> None:
+    # Re-raising the cached exception object used to extend its traceback on every hit, holding
+    # every caller's frames until the entry expired.
+    resolver, _ = make_resolver(session, negative_cache_ttl=30.0)
+    ref = registry.ref("no/such-repo-either", "v1")
+    caught: list[RegistryError] = []
+    with resolver:
+        for _ in range(50):
+            with pytest.raises(RegistryError) as error:
+                resolver.resolve(ref, deadline=Deadline.after(20))
+            caught.append(error.value)
+    assert all(e is caught[0] for e in caught)
+    depth, tb = 0, caught[-1].__traceback__
+    while tb is not None:
+        depth, tb = depth + 1, tb.tb_next
+    assert depth < 10, depth
+
+
 def test_registry_proxies_send_requests_to_the_mirror(
     registry: RegistryServer, session: requests.Session, unique_repo: str
 ) -> None:
