@@ -78,13 +78,11 @@ class _ImageView:
 
 @dataclass
 class _Outcome:
-    warnings: list[str] = field(default_factory=list)
+    warnings: dict[str, None] = field(default_factory=dict)  # an ordered set: a pod may list thousands of images
     reasons: list[str] = field(default_factory=list)
 
     def warn(self, text: str) -> None:
-        warning = limit_warning(text)
-        if warning not in self.warnings:
-            self.warnings.append(warning)
+        self.warnings.setdefault(limit_warning(text), None)
 
 
 def shorten(text: str, limit: int) -> str:
