@@ -261,16 +261,23 @@ class Transport:
         repository = reference.repository
         limit = self._settings.max_manifest_bytes if max_bytes is None else max_bytes
         headers = {"Accept": accept} if accept else {}
-        last: HTTPResult | None = None
+        status = 401
         tried: list[str] = []
         for candidate in self._candidates(host, repository, reference, credentials):
-            authorization = self._known_authorization(host, repository, candidate, deadline)
+            try:
+                authorization = self._known_authorization(host, repository, candidate, deadline)
+            except AuthError as exc:
+                # The token server refused this candidate: nothing more is sent in its name (asking
+                # again, or asking the registry without it, would log in twice with a wrong password).
+                status = exc.status or status
+                tried.append(candidate.describe())
+                continue
             result = self._request(method, host, f"/v2/{repository}/{path}", headers=headers,
                                    authorization=authorization, deadline=deadline, limit=limit)
             if result.status not in (401, 403):
                 self._remember(host, repository, candidate)
                 return result
-            last = result
+            status = result.status
             tried.append(candidate.describe())
             if authorization is not None and authorization.startswith("Bearer "):
                 self._tokens.pop((host, repository, candidate.identity))
@@ -291,10 +298,9 @@ class Transport:
             if result.status not in (401, 403):
                 self._remember(host, repository, candidate)
                 return result
-            last = result
+            status = result.status
             if retry_auth.startswith("Bearer "):
                 self._tokens.pop((host, repository, candidate.identity))
-        status = last.status if last is not None else 401
         self._observer.error(host, "auth")
         raise AuthError(
             f"registry {host} refused access to {repository} (HTTP {status}) after trying "
@@ -334,7 +340,10 @@ class Transport:
     def _known_authorization(
         self, host: str, repository: str, candidate: _Candidate, deadline: Deadline
     ) -> str | None:
-        """What to send on the first try: a cached token, a proactive one, or Basic for known hosts."""
+        """What to send on the first try: a cached token, a proactive one, or Basic for known hosts.
+
+        Raises :class:`AuthError` when the token server refuses the candidate.
+        """
         token = self._tokens.get((host, repository, candidate.identity))
         if token is not None:
             return f"Bearer {token}"
@@ -342,10 +351,7 @@ class Transport:
             bearer = self._bearer_hosts.get(host)
             basic = host in self._basic_hosts
         if bearer is not None:
-            try:
-                return f"Bearer {self._token(bearer, host, repository, candidate, deadline)}"
-            except AuthError:
-                return None
+            return f"Bearer {self._token(bearer, host, repository, candidate, deadline)}"
         if basic and candidate.credential is not None:
             return candidate.credential.basic_header()
         return None

@@ -426,3 +426,23 @@ def test_tls_registry_with_a_private_ca(
             resolver.resolve(img.reference, deadline=Deadline.after(20))
         assert "--registry-ca-file" in str(untrusted.value)
         assert not untrusted.value.temporary
+
+
+def test_a_refused_credential_is_sent_to_the_token_server_once(  # noqa: PLR0917 - pytest fixtures
+    token_registry: RegistryServer, token_server: TokenServer, token_public_images: dict[str, PushedImage],
+    token_pushed_images: dict[str, PushedImage], token_credentials: tuple[str, str], session: requests.Session,
+) -> None:
+    user, _ = token_credentials
+    wrong = StaticKeychain([(token_registry.host, Credential(user, "not-the-password", "pod secret"))])
+    resolver, _ = make_resolver(session)
+    img = token_pushed_images["oci-single-amd64"]
+    with resolver:
+        # The host is now known to use Bearer: later tokens are fetched before the first request.
+        resolver.resolve(token_public_images["oci-single-amd64"].reference, deadline=Deadline.after(20))
+        tmark, rmark = token_server.mark(), token_registry.mark()
+        with pytest.raises(AuthError):
+            resolver.resolve(img.reference, deadline=Deadline.after(20), keychain=wrong)
+        # anonymous: a token without access, refused by the registry; the credential: refused by the
+        # token server, so nothing more is sent in its name (no second login, no registry request).
+        assert [(r.username, r.status) for r in token_server.requests_since(tmark)] == [(None, 200), (user, 401)]
+        assert [e.status for e in token_registry.requests_since(rmark)] == [401]
