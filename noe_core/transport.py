@@ -599,18 +599,26 @@ class Transport:
                         current_headers.pop("Authorization", None)
                     current = following
                     continue
-                cap = limit if status < 300 else min(limit, MAX_ERROR_BODY)
-                body = b"" if method == "HEAD" else self._read(response, cap, deadline, target, registry)
+                if method == "HEAD":
+                    body = b""
+                elif status < 300:
+                    body = self._read(response, limit, deadline, target, registry)
+                else:
+                    # An error page only yields the registry's error code: its head is enough.
+                    body = self._read(response, min(limit, MAX_ERROR_BODY), deadline, target, registry,
+                                      truncate=True)
                 return HTTPResult(status, lowered, body, current)
         raise RegistryError(
             f"registry {registry} redirected more than {MAX_REDIRECTS} times", registry=registry
         )
 
     def _read(
-        self, response: requests.Response, cap: int, deadline: Deadline, target: str, registry: str
+        self, response: requests.Response, cap: int, deadline: Deadline, target: str, registry: str,
+        *, truncate: bool = False,
     ) -> bytes:
+        """The body, at most ``cap`` bytes: beyond it a :class:`ManifestError`, or (``truncate``) the first ``cap``."""
         length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > cap:
+        if not truncate and length.isdigit() and int(length) > cap:
             raise ManifestError(
                 f"registry {target} sent a body of {int(length)} bytes, more than the {cap}-byte limit"
             )
@@ -620,6 +628,9 @@ class Transport:
             for chunk in response.iter_content(_CHUNK):
                 size += len(chunk)
                 if size > cap:
+                    if truncate:
+                        chunks.append(chunk[: len(chunk) - (size - cap)])
+                        break
                     raise ManifestError(f"registry {target} sent more than the {cap}-byte limit")
                 chunks.append(chunk)
                 if deadline.expired:

@@ -243,6 +243,21 @@ def test_oversized_manifest_is_refused(hostile: Hostile, session: requests.Sessi
     assert "limit" in str(caught.value)
 
 
+def test_a_large_error_page_is_still_the_registry_status(hostile: Hostile, session: requests.Session) -> None:
+    # A proxy's HTML error page can be bigger than the error-body cap: the status is what matters.
+    page = b"<html>" + b"x" * (200 * 1024) + b"</html>"
+    hostile.routes["/v2/gone/manifests/v1"] = lambda h: (404, {"Content-Type": "text/html"}, page)
+    hostile.routes["/v2/down/manifests/v1"] = lambda h: (502, {"Content-Type": "text/html"}, page)
+    with Resolver(session, settings=INSECURE) as resolver:
+        with pytest.raises(RegistryError) as gone:
+            resolver.resolve(f"{hostile.host}/gone:v1", deadline=Deadline.after(5))
+        assert gone.value.status == 404 and "check the image name" in str(gone.value)
+        with pytest.raises(RegistryError) as down:
+            resolver.resolve(f"{hostile.host}/down:v1", deadline=Deadline.after(5))
+        assert down.value.status == 502 and down.value.temporary
+    assert len([s for s in hostile.seen if s.path == "/v2/down/manifests/v1"]) == 1 + INSECURE.max_retries
+
+
 def test_rate_limit_headers_reach_the_observer(hostile: Hostile, session: requests.Session) -> None:
     config = b'{"os":"linux","architecture":"amd64"}'
     body = manifest_for(config)
