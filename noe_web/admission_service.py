@@ -324,9 +324,9 @@ def _pull_secret_names(request: AdmissionRequest) -> list[str]:
     except InvalidObject:
         return []
     entries = spec.get("imagePullSecrets") if isinstance(spec, Mapping) else None
-    names: list[str] = []
+    names: dict[str, None] = {}  # an ordered set: the list may be long
     for entry in entries if isinstance(entries, list) else ():
         name = entry.get("name") if isinstance(entry, dict) else None
-        if isinstance(name, str) and name and name not in names:
-            names.append(name)
-    return names
+        if isinstance(name, str) and name:
+            names.setdefault(name, None)
+    return list(names)
