@@ -292,9 +292,9 @@ def test_token_server_answer_variants(  # noqa: PLR0917 - pytest fixtures
 
 
 @pytest.mark.registry
-def test_token_is_only_sent_to_the_host_it_was_issued_for(
+def test_token_is_only_sent_to_the_host_it_was_issued_for(  # noqa: PLR0917 - pytest fixtures
     token_registry: RegistryServer, token_public_images: dict[str, PushedImage], registry: RegistryServer,
-    pushed_images: dict[str, PushedImage], session: requests.Session,
+    pushed_images: dict[str, PushedImage], session: requests.Session, hostile: Hostile,
 ) -> None:
     observer = CountingObserver()
     transport = Transport(session, settings=INSECURE, observer=observer)
@@ -307,6 +307,11 @@ def test_token_is_only_sent_to_the_host_it_was_issued_for(
     other = parse_reference(f"{registry.host}/{token_img.repository}:v1")
     transport.fetch("GET", other, "manifests/v1", deadline=Deadline.after(10), accept=OCI_MANIFEST)
     assert registry.count(since=mark) == 1  # one anonymous GET: nothing to learn, nothing sent
+    # The same repository on a host that records headers: the token stays with its issuer.
+    hostile.routes[f"/v2/{token_img.repository}/manifests/{token_img.tag}"] = lambda h: (404, {}, b"")
+    transport.fetch("GET", parse_reference(f"{hostile.host}/{token_img.repository}:{token_img.tag}"),
+                    f"manifests/{token_img.tag}", deadline=Deadline.after(10), accept=OCI_MANIFEST)
+    assert [s.headers.get("authorization") for s in hostile.seen] == [None]
     # A token for (host, repository) is keyed by host: none exists for the other registry.
     assert all(key[0] == token_registry.host for key in transport._tokens._data)
 
