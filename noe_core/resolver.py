@@ -47,7 +47,7 @@ from noe_core.cache import LRUCache, SingleFlight
 from noe_core.deadline import Clock, Deadline
 from noe_core.errors import DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
 from noe_core.hostmatch import host_glob_matches
-from noe_core.keychain import Credential, Keychain
+from noe_core.keychain import Credential, Keychain, unique
 from noe_core.manifest import (
     ACCEPT_MANIFESTS,
     Descriptor,
@@ -224,13 +224,7 @@ class Resolver:
         for chain in (keychain, self._keychain):
             if chain is not None:
                 found.extend(chain.resolve(target, timeout=deadline.remaining()))
-        seen: set[str] = set()
-        unique: list[Credential] = []
-        for credential in found:
-            if credential.identity not in seen:
-                seen.add(credential.identity)
-                unique.append(credential)
-        return tuple(unique)
+        return unique(found)
 
     def _resolve_fresh(
         self,

@@ -446,3 +446,20 @@ def test_a_refused_credential_is_sent_to_the_token_server_once(  # noqa: PLR0917
         # token server, so nothing more is sent in its name (no second login, no registry request).
         assert [(r.username, r.status) for r in token_server.requests_since(tmark)] == [(None, 200), (user, 401)]
         assert [e.status for e in token_registry.requests_since(rmark)] == [401]
+
+
+def test_one_secret_from_two_keychains_is_tried_once(
+    basic_registry: RegistryServer, basic_pushed_images: dict[str, PushedImage],
+    basic_credentials: tuple[str, str], session: requests.Session,
+) -> None:
+    user, _ = basic_credentials
+    node = StaticKeychain([(basic_registry.host, Credential(user, "stale-password", "node docker config"))])
+    pod = StaticKeychain([(basic_registry.host, Credential(user, "stale-password", "imagePullSecret a/b"))])
+    resolver, _ = make_resolver(session, keychain=node)
+    img = basic_pushed_images["oci-single-amd64"]
+    with resolver:
+        mark = basic_registry.mark()
+        with pytest.raises(AuthError) as denied:
+            resolver.resolve(img.reference, deadline=Deadline.after(20), keychain=pod)
+        assert [e.status for e in basic_registry.requests_since(mark)] == [401, 401]  # anonymous, the secret
+        assert "imagePullSecret a/b" in str(denied.value)
