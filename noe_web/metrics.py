@@ -7,8 +7,9 @@ values to files there and the master's ``/metrics`` server sums them with a
 
 Names follow the Go Noe where it has one. Label values are bounded: a registry
 host or a namespace (each capped at :data:`MAX_LABEL_VALUES` distinct values
-per process, the rest counted as ``other``), a decision, a kind, an HTTP
-method or status. Never an image.
+per process, the rest counted as ``other``), a kind (Pod, DaemonSet and at
+most :data:`MAX_KIND_VALUES` others), a decision, an HTTP method or status.
+Never an image.
 """
 
 from __future__ import annotations
@@ -21,22 +22,30 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, mult
 from prometheus_client.exposition import generate_latest
 
 MAX_LABEL_VALUES = 200
+MAX_KIND_VALUES = 20
+MAX_LABEL_LENGTH = 253
 OTHER = "other"
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class _Bounded:
-    """Passes through the first ``limit`` distinct values, then answers ``other``."""
+    """Passes through the first ``limit`` distinct values, then answers ``other``.
 
-    def __init__(self, limit: int = MAX_LABEL_VALUES) -> None:
-        self._seen: set[str] = set()
-        self._limit = limit
+    ``always`` values pass without taking a place; values longer than
+    :data:`MAX_LABEL_LENGTH` (no namespace, kind or registry host is) answer ``other`` too.
+    """
+
+    def __init__(self, limit: int = MAX_LABEL_VALUES, always: tuple[str, ...] = ()) -> None:
+        self._seen: set[str] = set(always)
+        self._limit = limit + len(self._seen)
         self._lock = threading.Lock()
 
     def __call__(self, value: str) -> str:
         value = value or "none"
         if value in self._seen:
             return value
+        if len(value) > MAX_LABEL_LENGTH:
+            return OTHER
         with self._lock:
             if len(self._seen) < self._limit:
                 self._seen.add(value)
@@ -52,6 +61,8 @@ class Metrics:
         r = self.registry
         self._registry_label = _Bounded()
         self._namespace_label = _Bounded()
+        # the kind comes from the request, so any client can send any string
+        self._kind_label = _Bounded(MAX_KIND_VALUES, always=("Pod", "DaemonSet"))
         self.registry_errors = Counter(
             "noe_hook_registry_errors_total", "Failed registry lookup steps.", ["registry", "kind"], registry=r
         )
@@ -147,13 +158,13 @@ class Metrics:
 
     # --- admissions -------------------------------------------------------
     def admission(self, *, namespace: str, kind: str, decision: str, seconds: float) -> None:
-        self.admissions.labels(self._namespace_label(namespace), kind or "none", decision).inc()
+        self.admissions.labels(self._namespace_label(namespace), self._kind_label(kind), decision).inc()
         self.admission_duration.labels(decision).observe(seconds)
         if decision == "mutated":
-            self.injected.labels(self._namespace_label(namespace), kind or "none").inc()
+            self.injected.labels(self._namespace_label(namespace), self._kind_label(kind)).inc()
 
     def skipped(self, kind: str, operation: str) -> None:
-        self.update_skip.labels(kind or "none", operation or "none").inc()
+        self.update_skip.labels(self._kind_label(kind), operation or "none").inc()
 
 
 def multiprocess_registry(directory: Path | None = None) -> CollectorRegistry:
