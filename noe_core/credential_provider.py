@@ -52,6 +52,7 @@ from noe_core.errors import DeadlineExceeded, InvalidSettings, RegistryError
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
 from noe_core.keychain import Credential, unique
 from noe_core.reference import Reference
+from noe_core.registry_settings import parse_go_duration
 
 log = logging.getLogger(__name__)
 
@@ -83,35 +84,8 @@ DEFAULT_INHERITED_ENV: Final = (
 )  # fmt: skip
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS: Final = {
-    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
-}  # fmt: skip
 # Runs of token-like characters long enough to be a key, a token or a password.
 _SECRET_LIKE = re.compile(r"[A-Za-z0-9+/=_\-.~]{24,}")
-
-
-def parse_go_duration(text: str) -> float:
-    """Seconds in a Go ``time.Duration`` string (``"5m0s"``, ``"1h"``, ``"1.5h"``, ``"0"``).
-
-    Kubernetes serialises ``metav1.Duration`` this way; negative durations are
-    refused because a cache duration cannot be negative.
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"duration {text!r} must be a string such as '5m0s'")
-    if text in ("0", "+0"):
-        return 0.0
-    body = text[1:] if text.startswith("+") else text
-    position, total = 0, 0.0
-    while position < len(body):
-        match = _DURATION_PART.match(body, position)
-        if match is None or match.group(1) in ("", "."):
-            raise ValueError(f"duration {text!r} is not a Go duration such as '5m0s' or '1h'")
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        position = match.end()
-    if not body:
-        raise ValueError("empty duration")
-    return total
 
 
 @dataclass(frozen=True)

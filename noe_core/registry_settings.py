@@ -21,7 +21,10 @@ _MIRROR = re.compile(
     r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
     r"|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
 )
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_UNITS = {
+    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -120,24 +123,38 @@ def parse_duration(text: str, flag: str = "duration") -> float:
     try:
         seconds = float(value)
     except ValueError:
-        seconds = -1.0
-        pos = 0
-        total = 0.0
-        for match in _DURATION_PART.finditer(value):
-            if match.start() != pos:
-                break
-            number, unit = float(match.group(1)), match.group(2)
-            total += number * {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}[unit]
-            pos = match.end()
-        if pos == len(value) and value:
-            seconds = total
-        else:
+        try:
+            seconds = parse_go_duration(value)
+        except ValueError:
             raise InvalidSettings(
                 f"{flag} {text!r} is not a duration: use seconds (3600) or Go syntax (1h, 30s, 1h30m)"
             ) from None
     if not 0 <= seconds < float("inf"):
         raise InvalidSettings(f"{flag} {text!r} must be a finite, non-negative duration")
     return seconds
+
+
+def parse_go_duration(text: str) -> float:
+    """Seconds in a Go ``time.Duration`` string (``"5m0s"``, ``"1h"``, ``"1.5h"``, ``"0"``).
+
+    Kubernetes serialises ``metav1.Duration`` this way; negative durations are
+    refused because a cache duration cannot be negative.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"duration {text!r} must be a string such as '5m0s'")
+    if text in ("0", "+0"):
+        return 0.0
+    body = text[1:] if text.startswith("+") else text
+    position, total = 0, 0.0
+    while position < len(body):
+        match = _DURATION_PART.match(body, position)
+        if match is None or match.group(1) in ("", "."):
+            raise ValueError(f"duration {text!r} is not a Go duration such as '5m0s' or '1h'")
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        position = match.end()
+    if not body:
+        raise ValueError("empty duration")
+    return total
 
 
 def _split(text: str) -> list[str]:

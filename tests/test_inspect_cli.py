@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from noe_core.cli.inspect import configure_inspect_parser, run_inspect
+from noe_core.cli.registry_options import registry_settings_from_args
 from noe_core.manifest import sha256_digest
 from tests.support.images import SHAPES, PushedImage
 from tests.support.registry_server import RegistryServer
@@ -156,6 +157,16 @@ def test_bad_input_exits_2(argv: list[str]) -> None:
     status, out, err = inspect(*argv)
     assert status == 2
     assert out == "" and err.startswith("noe inspect: ")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("3600", 3600.0), ("1h30m", 5400.0), (".5h", 1800.0),
+                                               ("1500us", 0.0015), ("+2m", 120.0)])
+def test_cache_ttl_takes_seconds_or_any_go_duration(text: str, seconds: float) -> None:
+    parser = argparse.ArgumentParser(prog="noe inspect")
+    configure_inspect_parser(parser)
+    ns = parser.parse_args(["x/y:z", "--cache-ttl", text, "--negative-cache-ttl", text])
+    settings = registry_settings_from_args(ns)
+    assert settings.cache_ttl == settings.negative_cache_ttl == pytest.approx(seconds)
 
 
 def test_module_entry_point(pushed_images: dict[str, PushedImage]) -> None:
