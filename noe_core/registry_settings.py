@@ -108,15 +108,6 @@ def parse_registry_proxies(text: str) -> tuple[RegistryProxy, ...]:
     return tuple(proxies)
 
 
-def parse_host_patterns(text: str, flag: str) -> tuple[str, ...]:
-    """A comma-separated list of host patterns (``--insecure-registries``, ``--private-registries``)."""
-    patterns = tuple(_split(text))
-    for pattern in patterns:
-        if any(ch.isspace() for ch in pattern) or "=" in pattern:
-            raise InvalidSettings(f"{flag} entry {pattern!r} is not a host pattern")
-    return patterns
-
-
 def parse_duration(text: str, flag: str = "duration") -> float:
     """Seconds as a number (``3600``, ``0.5``) or a Go duration (``1h``, ``30s``, ``1h30m``, ``250ms``)."""
     value = text.strip()
