@@ -113,7 +113,19 @@ def _read(path: str | Path, base: Path, what: str) -> bytes:
         raise InvalidSettings(f"kubeconfig: cannot read {what} {full} ({exc.strerror})") from exc
 
 
+def _string(body: Mapping[str, Any], key: str, where: str) -> str | None:
+    """``body[key]`` as a non-empty string, ``None`` when absent or empty; any other type is a setting error."""
+    value = body.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidSettings(f"kubeconfig: {where} {key} must be a string")
+    return value
+
+
 def _named(items: Any, name: str, section: str, what: str) -> dict[str, Any]:
+    if items is not None and not isinstance(items, list):
+        raise InvalidSettings(f"kubeconfig: {section}s must be a list")
     for item in items or ():
         if isinstance(item, dict) and item.get("name") == name:
             body = item.get(what)
@@ -133,36 +145,44 @@ def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
         raise InvalidSettings(f"--kubeconfig {path}: not valid YAML") from exc
     if not isinstance(doc, dict):
         raise InvalidSettings(f"--kubeconfig {path}: not a kubeconfig document")
-    name = context or doc.get("current-context")
+    name = context or _string(doc, "current-context", "document")
     if not name:
         raise InvalidSettings(f"--kubeconfig {path}: no current-context set")
     ctx = _named(doc.get("contexts"), name, "context", "context")
-    cluster = _named(doc.get("clusters"), ctx.get("cluster", ""), "cluster", "cluster")
-    user_name = ctx.get("user")
+    cluster_name = _string(ctx, "cluster", f"context {name!r}") or ""
+    cluster = _named(doc.get("clusters"), cluster_name, "cluster", "cluster")
+    user_name = _string(ctx, "user", f"context {name!r}")
     user = _named(doc.get("users"), user_name, "user", "user") if user_name else {}
     base = path.parent
-    server = cluster.get("server")
-    if not isinstance(server, str) or not server.startswith(("https://", "http://")):
-        raise InvalidSettings(f"--kubeconfig {path}: cluster {ctx.get('cluster')!r} has no https server URL")
+    in_cluster = f"cluster {cluster_name!r}"
+    in_user = f"user {user_name!r}"
+    server = _string(cluster, "server", in_cluster)
+    if server is None or not server.startswith(("https://", "http://")):
+        raise InvalidSettings(f"--kubeconfig {path}: cluster {cluster_name!r} has no https server URL")
+    insecure = cluster.get("insecure-skip-tls-verify", False)
+    if not isinstance(insecure, bool):
+        # a quoted "false" must not turn verification off
+        raise InvalidSettings(f"kubeconfig: {in_cluster} insecure-skip-tls-verify must be true or false")
     ca_pem: str | None = None
-    if cluster.get("certificate-authority-data"):
-        ca_pem = _b64(cluster["certificate-authority-data"], "certificate-authority-data").decode()
-    elif cluster.get("certificate-authority"):
-        ca_pem = _read(cluster["certificate-authority"], base, "certificate-authority").decode()
+    if ca_data := _string(cluster, "certificate-authority-data", in_cluster):
+        ca_pem = _b64(ca_data, "certificate-authority-data").decode("ascii", errors="ignore")
+    elif ca_path := _string(cluster, "certificate-authority", in_cluster):
+        ca_pem = _read(ca_path, base, "certificate-authority").decode("ascii", errors="ignore")
     cert: bytes | None = None
     key: bytes | None = None
-    if user.get("client-certificate-data"):
-        cert = _b64(user["client-certificate-data"], "client-certificate-data")
-    elif user.get("client-certificate"):
-        cert = _read(user["client-certificate"], base, "client-certificate")
-    if user.get("client-key-data"):
-        key = _b64(user["client-key-data"], "client-key-data")
-    elif user.get("client-key"):
-        key = _read(user["client-key"], base, "client-key")
+    if cert_data := _string(user, "client-certificate-data", in_user):
+        cert = _b64(cert_data, "client-certificate-data")
+    elif cert_path := _string(user, "client-certificate", in_user):
+        cert = _read(cert_path, base, "client-certificate")
+    if key_data := _string(user, "client-key-data", in_user):
+        key = _b64(key_data, "client-key-data")
+    elif key_path := _string(user, "client-key", in_user):
+        key = _read(key_path, base, "client-key")
     if (cert is None) != (key is None):
         raise InvalidSettings(f"--kubeconfig {path}: user {user_name!r} has a client certificate without key")
-    token_file = user.get("tokenFile")
-    if (user.get("exec") or user.get("auth-provider")) and not (user.get("token") or token_file or cert):
+    token = _string(user, "token", in_user)
+    token_file = _string(user, "tokenFile", in_user)
+    if (user.get("exec") or user.get("auth-provider")) and not (token or token_file or cert):
         raise InvalidSettings(
             f"--kubeconfig {path}: user {user_name!r} uses an exec/auth-provider plugin, which noe does not run;"
             " give it a token, a token file or a client certificate"
@@ -170,14 +190,14 @@ def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
     return ApiConfig(
         server=server.rstrip("/"),
         source=f"kubeconfig {path} context {name}",
-        token=user.get("token") or None,
+        token=token,
         token_file=(base / token_file) if token_file else None,
         ca_pem=ca_pem,
         client_cert_pem=cert,
         client_key_pem=key,
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
-        username=user.get("username") or None,
-        password=user.get("password") or None,
+        insecure=insecure,
+        username=_string(user, "username", in_user),
+        password=_string(user, "password", in_user),
     )
 
 
@@ -207,9 +227,10 @@ def in_cluster_config(
 
 def build_ssl_context(config: ApiConfig) -> ssl.SSLContext:
     """Client context trusting only the configured CA (or the system's when none is given)."""
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=config.ca_pem)
-    if config.ca_pem is None:
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=config.ca_pem)
+    except ssl.SSLError as exc:
+        raise InvalidSettings(f"{config.source}: the certificate authority is not a PEM certificate") from exc
     if config.insecure:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE

@@ -245,9 +245,12 @@ def _tls(config: ServeConfig) -> tuple[Path, Path, Path | None, bool]:
 
 
 def _api(config: ServeConfig) -> Any:
-    from noe_web.kube import discover  # noqa: PLC0415
+    from noe_web.kube import build_ssl_context, discover  # noqa: PLC0415
 
-    return discover(config.kubeconfig)
+    api = discover(config.kubeconfig)
+    if api is not None:
+        build_ssl_context(api)  # a CA or client certificate that does not load stops start-up, not each worker
+    return api
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -17,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from noe_core.errors import InvalidSettings
+from noe_web import serve
 from noe_web.kube import (
     Forbidden,
     KubeClient,
@@ -142,6 +144,10 @@ def test_current_context_is_used(api: FakeKubeAPI, tmp_path: Path) -> None:
         (lambda d: d["clusters"][0]["cluster"].update(server="ftp://x"), "no https server URL"),
         (lambda d: d["clusters"][0]["cluster"].update({"certificate-authority-data": "%%%"}), "not valid base64"),
         (lambda d: d["users"][0].update(user={"exec": {"command": "aws"}}), "exec/auth-provider"),
+        (lambda d: d["clusters"][0]["cluster"].update({"insecure-skip-tls-verify": "false"}), "true or false"),
+        (lambda d: d["clusters"][0]["cluster"].update({"certificate-authority-data": 5}), "must be a string"),
+        (lambda d: d["users"][0]["user"].update(token=["x"]), "token must be a string"),
+        (lambda d: d.update(contexts={"noe": {}}), "contexts must be a list"),
     ],
 )
 def test_bad_kubeconfig_is_one_clear_line(api: FakeKubeAPI, tmp_path: Path, mutate, needle: str) -> None:
@@ -152,6 +158,17 @@ def test_bad_kubeconfig_is_one_clear_line(api: FakeKubeAPI, tmp_path: Path, muta
     with pytest.raises(InvalidSettings, match=needle) as info:
         load_kubeconfig(path)
     assert "\n" not in str(info.value)
+
+
+def test_certificate_authority_that_is_not_pem_stops_start_up(api: FakeKubeAPI, tmp_path: Path) -> None:
+    path = api.write_kubeconfig(tmp_path / "kc", token=TOKEN)
+    doc = yaml.safe_load(path.read_text())
+    doc["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(b"\xffnot a certificate").decode()
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InvalidSettings, match="certificate authority is not a PEM certificate"):
+        _client(path)
+    with pytest.raises(InvalidSettings, match="certificate authority"):
+        serve._api(SimpleNamespace(kubeconfig=path))  # type: ignore[arg-type]
 
 
 def test_missing_and_forbidden_secrets(api: FakeKubeAPI, tmp_path: Path) -> None:
