@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime as dt
-import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -33,14 +32,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import requests
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 
 from noe_core.cli.options import add_option
 from noe_core.errors import InvalidSettings
-from noe_web.kube import ApiConfig, Forbidden, KubeClient, KubeError, NotFound, Unavailable, discover
+from noe_web.kube import ApiConfig, KubeClient, KubeError, NotFound, Unavailable, discover
 from noe_web.tls import issue_serving_cert, make_ca
 
 __all__ = [
@@ -204,38 +202,8 @@ class CertsApi(KubeClient):
         return found if isinstance(found, dict) else None
 
     def patch_webhook_config(self, name: str, operations: list[dict[str, Any]]) -> None:
-        self._json_patch(f"{WEBHOOK_CONFIGS}/{quote(name, safe='')}", operations)
-
-    def _json_patch(self, path: str, operations: list[dict[str, Any]]) -> None:
-        """PATCH with ``application/json-patch+json`` (the base client only sends ``application/json``)."""
-        url = self.config.server + path
-        for attempt in (0, 1):
-            headers = {"Content-Type": "application/json-patch+json"}
-            token = self._tokens.get(force=attempt == 1)
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            try:
-                resp = self._session.patch(
-                    url,
-                    data=json.dumps(operations),
-                    headers=headers,
-                    timeout=self.timeout,
-                    verify=not self.config.insecure,
-                    allow_redirects=False,
-                )
-            except requests.RequestException as exc:
-                raise Unavailable(f"PATCH {path}: no answer from the Kubernetes API ({type(exc).__name__})") from exc
-            with resp:
-                status = resp.status_code
-                if status == 401 and attempt == 0 and self.config.token_file is not None:
-                    continue
-                if 200 <= status < 300:
-                    return
-                if status == 404:
-                    raise NotFound(f"PATCH {path}: not found", status=status)
-                if status in (401, 403):
-                    raise Forbidden(f"PATCH {path}: {status}", status=status)
-                raise Unavailable(f"PATCH {path}: {status}", status=status)
+        self._request("PATCH", f"{WEBHOOK_CONFIGS}/{quote(name, safe='')}", json_body=operations,
+                      content_type="application/json-patch+json")
 
 
 @dataclass(frozen=True)

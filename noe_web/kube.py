@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import json
 import logging
 import os
 import ssl
@@ -353,11 +354,20 @@ class KubeClient:
     def close(self) -> None:
         self._session.close()
 
-    def _request(self, method: str, path: str, *, json_body: Any = None, timeout: float | None = None) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        timeout: float | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
         url = self.config.server + path
         limit = self.timeout if timeout is None else max(0.05, min(timeout, self.timeout))
+        data = None if json_body is None else json.dumps(json_body)
         for attempt in (0, 1):
-            headers = {}
+            headers = {} if data is None else {"Content-Type": content_type}
             token = self._tokens.get(force=attempt == 1)
             if token:
                 headers["Authorization"] = f"Bearer {token}"
@@ -365,7 +375,7 @@ class KubeClient:
                 resp = self._session.request(
                     method,
                     url,
-                    json=json_body,
+                    data=data,
                     headers=headers,
                     timeout=limit,
                     verify=not self.config.insecure,
