@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 DEFAULT_TOKEN_TTL = 60.0
 MAX_TOKEN_BYTES = 1024 * 1024
 MAX_ERROR_BODY = 64 * 1024
+MAX_RETRY_AFTER = 30.0
+"""A ``Retry-After`` longer than this fails at once, even without a deadline (``noe inspect``)."""
 MAX_REDIRECTS = 5
 _TEMPORARY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -511,7 +513,7 @@ class Transport:
             if attempt > self._settings.max_retries:
                 raise failure
             backoff = wait if wait is not None else min(2.0, 0.05 * (2 ** attempt)) * (0.5 + random.random())  # noqa: S311
-            if not deadline.allows(backoff + 0.01):
+            if backoff > MAX_RETRY_AFTER or not deadline.allows(backoff + 0.01):
                 if deadline.expired:
                     raise DeadlineExceeded(
                         f"registry {registry} did not answer usefully before the deadline ({failure})",

@@ -189,6 +189,20 @@ def test_temporary_errors_are_retried_and_retry_after_beyond_the_deadline_is_not
         assert "--registry-proxies" in str(limited.value)
 
 
+def test_retry_after_of_an_hour_is_not_waited_even_without_a_deadline(
+    hostile: Hostile, session: requests.Session
+) -> None:
+    """noe inspect and noe mutate run without a deadline: a registry must not park them for an hour."""
+    hostile.routes["/v2/slow/manifests/v1"] = lambda h: (503, {"Retry-After": "3600"}, b"")
+    with Resolver(session, settings=INSECURE) as resolver:
+        start = time.monotonic()
+        with pytest.raises(RegistryError) as caught:
+            resolver.resolve(f"{hostile.host}/slow:v1", deadline=Deadline.never())
+        assert time.monotonic() - start < 5
+    assert caught.value.status == 503
+    assert sum(1 for s in hostile.seen if s.path.startswith("/v2/slow/")) == 1
+
+
 def test_redirect_to_another_host_drops_authorization(hostile: Hostile, session: requests.Session) -> None:
     config = b'{"os":"linux","architecture":"arm64","variant":"v8"}'
     body = manifest_for(config)
