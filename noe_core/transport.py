@@ -39,7 +39,6 @@ import json
 import logging
 import random
 import ssl
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +64,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TOKEN_TTL = 60.0
 MAX_TOKEN_BYTES = 1024 * 1024
 MAX_ERROR_BODY = 64 * 1024
+_MAX_HOSTS = 1024
 MAX_RETRY_AFTER = 30.0
 """A ``Retry-After`` longer than this fails at once, even without a deadline (``noe inspect``)."""
 MAX_REDIRECTS = 5
@@ -211,10 +211,10 @@ class Transport:
         self._clock = clock
         self._sleep = sleep
         self._private = tuple(parse_image_pattern(p) for p in settings.private_registries)
-        self._lock = threading.Lock()
-        self._schemes: dict[str, str] = {}
-        self._bearer_hosts: dict[str, _Bearer] = {}
-        self._basic_hosts: set[str] = set()
+        # What each registry host taught us (plain HTTP, its auth scheme); bounded, since pods name any host.
+        self._plain_http: LRUCache[str, bool] = LRUCache(_MAX_HOSTS, clock=clock)
+        self._bearer_hosts: LRUCache[str, _Bearer] = LRUCache(_MAX_HOSTS, clock=clock)
+        self._basic_hosts: LRUCache[str, bool] = LRUCache(_MAX_HOSTS, clock=clock)
         self._tokens: LRUCache[tuple[str, str, str], str] = LRUCache(4096, clock=clock)
         self._working: LRUCache[tuple[str, str], str] = LRUCache(4096, clock=clock)
         self._token_flight: SingleFlight[tuple[str, str, str], str] = SingleFlight()
@@ -231,8 +231,7 @@ class Transport:
         self, host: str, repository: str, reference: Reference, credentials: Sequence[Credential]
     ) -> list[_Candidate]:
         creds = [_Candidate(c) for c in credentials if not c.is_refresh_token]
-        with self._lock:
-            basic_host = host in self._basic_hosts
+        basic_host = host in self._basic_hosts
         skip_anonymous = bool(creds) and (basic_host or self.is_private(reference))
         order = creds if skip_anonymous else [_Candidate(None), *creds]
         worked = self._working.get((host, repository))
@@ -330,13 +329,12 @@ class Transport:
                 registry=host,
                 status=result.status,
             )
-        with self._lock:
-            if challenge.scheme == "bearer":
-                if not challenge.realm:
-                    raise ChallengeError("Bearer challenge without a realm", registry=host)
-                self._bearer_hosts[host] = _Bearer(challenge.realm, challenge.service)
-            else:
-                self._basic_hosts.add(host)
+        if challenge.scheme == "bearer":
+            if not challenge.realm:
+                raise ChallengeError("Bearer challenge without a realm", registry=host)
+            self._bearer_hosts.set(host, _Bearer(challenge.realm, challenge.service))
+        else:
+            self._basic_hosts.set(host, True)
         return challenge
 
     def _known_authorization(
@@ -349,9 +347,8 @@ class Transport:
         token = self._tokens.get((host, repository, candidate.identity))
         if token is not None:
             return f"Bearer {token}"
-        with self._lock:
-            bearer = self._bearer_hosts.get(host)
-            basic = host in self._basic_hosts
+        bearer = self._bearer_hosts.get(host)
+        basic = host in self._basic_hosts
         if bearer is not None:
             return f"Bearer {self._token(bearer, host, repository, candidate, deadline)}"
         if basic and candidate.credential is not None:
@@ -450,8 +447,7 @@ class Transport:
     # -- HTTP -----------------------------------------------------------------------------
 
     def _scheme(self, host: str) -> str:
-        with self._lock:
-            return self._schemes.get(host, "https")
+        return "http" if self._plain_http.get(host) else "https"
 
     def _request(
         self,
@@ -475,8 +471,7 @@ class Transport:
             fallback = scheme == "https" and isinstance(exc, TLSFailure) and self.is_insecure(host)
             if not fallback:
                 raise
-        with self._lock:
-            self._schemes[host] = "http"
+        self._plain_http.set(host, True)
         log.info("registry %s does not speak TLS; using plain HTTP (listed in --insecure-registries)", host)
         return self._send_with_retries(method, f"http://{host}{path}", headers=all_headers,
                                        deadline=deadline, limit=limit, registry=host)
