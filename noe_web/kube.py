@@ -159,7 +159,13 @@ def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
     in_user = f"user {user_name!r}"
     server = _string(cluster, "server", in_cluster)
     if server is None or not server.startswith(("https://", "http://")):
-        raise InvalidSettings(f"--kubeconfig {path}: cluster {cluster_name!r} has no https server URL")
+        raise InvalidSettings(
+            f"--kubeconfig {path}: cluster {cluster_name!r} has no server URL (https://HOST[:PORT])"
+        )
+    if server.startswith("http://"):
+        # kubectl allows it (e.g. a local proxy); say that credentials would travel in clear text.
+        log.warning("--kubeconfig %s: cluster %r is plain HTTP; the token and Secrets are not encrypted on the wire",
+                    path, cluster_name)
     insecure = cluster.get("insecure-skip-tls-verify", False)
     if not isinstance(insecure, bool):
         # a quoted "false" must not turn verification off

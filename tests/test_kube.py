@@ -141,7 +141,7 @@ def test_current_context_is_used(api: FakeKubeAPI, tmp_path: Path) -> None:
     [
         (lambda d: d.pop("current-context"), "no current-context"),
         (lambda d: d["contexts"][1]["context"].update(cluster="nope"), "no cluster named 'nope'"),
-        (lambda d: d["clusters"][0]["cluster"].update(server="ftp://x"), "no https server URL"),
+        (lambda d: d["clusters"][0]["cluster"].update(server="ftp://x"), r"no server URL \(https://HOST"),
         (lambda d: d["clusters"][0]["cluster"].update({"certificate-authority-data": "%%%"}), "not valid base64"),
         (lambda d: d["users"][0].update(user={"exec": {"command": "aws"}}), "exec/auth-provider"),
         (lambda d: d["clusters"][0]["cluster"].update({"insecure-skip-tls-verify": "false"}), "true or false"),
@@ -158,6 +158,19 @@ def test_bad_kubeconfig_is_one_clear_line(api: FakeKubeAPI, tmp_path: Path, muta
     with pytest.raises(InvalidSettings, match=needle) as info:
         load_kubeconfig(path)
     assert "\n" not in str(info.value)
+
+
+def test_plain_http_server_is_accepted_with_a_warning(
+    api: FakeKubeAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = api.write_kubeconfig(tmp_path / "kc", token=TOKEN)
+    doc = yaml.safe_load(path.read_text())
+    doc["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:8001"
+    path.write_text(yaml.safe_dump(doc))
+    config = load_kubeconfig(path)
+    assert config.server == "http://127.0.0.1:8001"
+    assert any("plain HTTP" in r.getMessage() for r in caplog.records)
+    assert TOKEN not in caplog.text
 
 
 def test_certificate_authority_that_is_not_pem_stops_start_up(api: FakeKubeAPI, tmp_path: Path) -> None:
