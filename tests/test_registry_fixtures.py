@@ -305,6 +305,63 @@ def test_token_server_rejects_other_schemes_and_services(token_server: TokenServ
     assert [r.scheme for r in token_server.requests_since(mark)] == ["bearer", None]
 
 
+def test_token_server_oauth2_refresh_token_grant(
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    http: requests.Session,
+) -> None:
+    img = token_pushed_images["oci-single-amd64"]
+    refresh = token_server.add_refresh_token("bob")
+    scope = f"repository:{img.repository}:pull"
+    form = {"grant_type": "refresh_token", "refresh_token": refresh, "service": token_server.service,
+            "scope": scope, "client_id": "noe-test"}
+    mark = token_server.mark()
+    with http.post(token_server.realm, data=form, timeout=5) as resp:
+        assert resp.status_code == 200
+        body = resp.json()
+    assert set(body) == {"access_token", "scope", "expires_in", "issued_at"}
+    assert body["scope"] == scope
+    assert _claims(body["access_token"])["sub"] == "bob"
+    assert _claims(body["access_token"])["access"] == [
+        {"type": "repository", "name": img.repository, "actions": ["pull"]}
+    ]
+    url = f"{token_registry.url}/v2/{img.repository}/manifests/{img.tag}"
+    headers = {"Authorization": f"Bearer {body['access_token']}", "Accept": images.OCI_MANIFEST}
+    with http.get(url, headers=headers, timeout=5) as resp:
+        assert resp.status_code == 200
+    refusals = [
+        {**form, "refresh_token": "rt-unknown"},  # invalid_grant
+        {**form, "grant_type": "password"},  # unsupported_grant_type
+        {k: v for k, v in form.items() if k != "client_id"},  # invalid_request
+    ]
+    errors = []
+    for bad in refusals:
+        with http.post(token_server.realm, data=bad, timeout=5) as resp:
+            assert resp.status_code == 400
+            errors.append(resp.json()["error"])
+    assert errors == ["invalid_grant", "unsupported_grant_type", "invalid_request"]
+    with http.post(token_server.realm, json=form, timeout=5) as resp:  # not a form
+        assert resp.status_code == 400
+    token_server.revoke_refresh_token(refresh)
+    with http.post(token_server.realm, data=form, timeout=5) as resp:
+        assert resp.status_code == 400
+    with token_server.without_oauth(), http.post(token_server.realm, data=form, timeout=5) as resp:
+        assert resp.status_code == 404
+    seen = token_server.requests_since(mark)
+    assert [(r.method, r.grant_type, r.client_id, r.username, r.status) for r in seen] == [
+        ("POST", "refresh_token", "noe-test", "bob", 200),
+        ("POST", "refresh_token", "noe-test", None, 400),
+        ("POST", "password", "noe-test", "bob", 400),
+        ("POST", "refresh_token", None, "bob", 400),
+        ("POST", None, None, None, 400),
+        ("POST", "refresh_token", "noe-test", None, 400),
+        ("POST", "refresh_token", "noe-test", None, 404),
+    ]
+    assert seen[0].scopes == (scope,) and seen[0].service == token_server.service
+    assert refresh not in repr(seen)
+
+
 @pytest.mark.parametrize("fields", ["token", "access_token"])
 def test_token_response_fields_are_configurable(
     token_server: TokenServer, http: requests.Session, fields: Literal["token", "access_token"]

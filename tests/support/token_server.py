@@ -12,6 +12,18 @@ with or without Basic credentials, answers ``{"token", "access_token", "expires_
 certificate carried base64-DER in the ``x5c`` header; the registry trusts that
 certificate through ``auth.token.rootcertbundle``.
 
+``POST /token`` is distribution's OAuth2 endpoint (``docs/spec/auth/oauth.md``): an
+``application/x-www-form-urlencoded`` body with ``grant_type=refresh_token``,
+``refresh_token``, ``service``, ``scope`` (space-separated) and ``client_id``
+answers ``{"access_token", "scope", "expires_in", "issued_at"}`` for the user behind
+the refresh token. Refresh tokens are minted by :meth:`TokenServer.add_refresh_token`
+(what ``docker login`` stores as ``identitytoken``). An unknown refresh token is 400
+``invalid_grant``, another ``grant_type`` 400 ``unsupported_grant_type``, a missing
+``client_id`` or ``refresh_token`` (or a body of another content type) 400
+``invalid_request`` (RFC 6749 §5.2);
+inside :meth:`TokenServer.without_oauth` POST is answered 404, as token servers
+without OAuth2 support (GCR) do.
+
 Policy:
     - repositories under one of ``public_prefixes`` (default ``public/``): anyone may pull;
     - any other repository: pull for a valid user (``users``), nothing for anonymous
@@ -21,7 +33,8 @@ Policy:
     - a ``service`` other than this server's: 400.
 
 Every request is recorded (path, scopes, whether ``Authorization`` was sent, the
-username — never the password) before it is answered, so counting needs no waiting.
+username, the OAuth2 ``grant_type`` and ``client_id`` — never the password nor the
+refresh token) before it is answered, so counting needs no waiting.
 Listens on 127.0.0.1 only, HTTPS when given a :class:`CertPair`.
 """
 
@@ -85,6 +98,11 @@ class TokenRequest:
     granted: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(repository, actions) granted in the token."""
     user_agent: str = ""
+    grant_type: str | None = None
+    """The OAuth2 ``grant_type`` of a POST, or None for GET."""
+    client_id: str | None = None
+    """The OAuth2 ``client_id`` of a POST, or None."""
+    content_type: str | None = None
 
 
 class TokenServer:
@@ -114,6 +132,8 @@ class TokenServer:
         self.expires_in = expires_in
         self.response_fields: ResponseFields = "both"
         self.include_expires_in = True
+        self.oauth_enabled = True
+        self._refresh_tokens: dict[str, str] = {}
         self._lock = threading.Lock()
         self._requests: list[TokenRequest] = []
         self._key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey = (
@@ -183,6 +203,26 @@ class TokenServer:
             yield
         finally:
             self.response_fields, self.include_expires_in = before
+
+    def add_refresh_token(self, username: str) -> str:
+        """A new OAuth2 refresh token for ``username`` (a docker ``identitytoken``), known from now on."""
+        token = "rt-" + secrets.token_urlsafe(24)
+        with self._lock:
+            self._refresh_tokens[token] = username
+        return token
+
+    def revoke_refresh_token(self, token: str) -> None:
+        with self._lock:
+            self._refresh_tokens.pop(token, None)
+
+    @contextlib.contextmanager
+    def without_oauth(self) -> Iterator[None]:
+        """Temporarily answer ``POST /token`` with 404, like token servers that only serve GET."""
+        self.oauth_enabled = False
+        try:
+            yield
+        finally:
+            self.oauth_enabled = True
 
     # -- policy and tokens -----------------------------------------------------------
 
@@ -275,18 +315,27 @@ class TokenServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
-                server._answer(self, post=True)
+                server._answer(self, form=self.rfile.read(length))
 
         return Handler
 
-    def _answer(self, h: BaseHTTPRequestHandler, *, post: bool = False) -> None:
+    def _answer(self, h: BaseHTTPRequestHandler, *, form: bytes | None = None) -> None:
         url = urlsplit(h.path)
+        post = form is not None
         query = parse_qs(url.query)
+        if post:
+            # The OAuth2 parameters are in the body; a realm's own query string may add to them.
+            query.update(parse_qs((form or b"").decode("utf-8", "replace")))
         service = query.get("service", [None])[0]
         scopes = tuple(s for raw in query.get("scope", []) for s in raw.split(" ") if s)
         header = h.headers.get("Authorization")
         scheme, username, ok = self.authenticate(header)
+        grant_type = query.get("grant_type", [None])[0] if post else None
+        client_id = query.get("client_id", [None])[0] if post else None
+        refresh_token = query.get("refresh_token", [None])[0] if post else None
+        if refresh_token is not None:
+            with self._lock:
+                username = self._refresh_tokens.get(refresh_token)
 
         def reply(status: int, body: dict[str, Any], granted: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> None:
             self._record(
@@ -301,6 +350,9 @@ class TokenServer:
                     status=int(status),
                     granted=granted,
                     user_agent=h.headers.get("User-Agent", ""),
+                    grant_type=grant_type,
+                    client_id=client_id,
+                    content_type=h.headers.get("Content-Type"),
                 )
             )
             data = json.dumps(body).encode()
@@ -312,9 +364,19 @@ class TokenServer:
             h.end_headers()
             h.wfile.write(data)
 
-        if post or url.path != "/token":
-            reply(HTTPStatus.NOT_FOUND, {"details": "only GET /token is served"})
+        if url.path != "/token" or (post and not self.oauth_enabled):
+            reply(HTTPStatus.NOT_FOUND, {"details": "only /token is served"})
             return
+        if post:
+            form_type = (h.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            problem = (
+                "invalid_request"
+                if form_type != "application/x-www-form-urlencoded"
+                else self._oauth_problem(grant_type, client_id, refresh_token, username)
+            )
+            if problem:
+                reply(HTTPStatus.BAD_REQUEST, {"error": problem})
+                return
         if not ok:
             reply(HTTPStatus.UNAUTHORIZED, {"details": "incorrect username or password"})
             return
@@ -333,14 +395,31 @@ class TokenServer:
                 access.append({"type": "repository", "name": name, "actions": granted})
         token = self.issue(username, access)
         body: dict[str, Any] = {}
-        if self.response_fields in ("both", "token"):
+        if post:
+            # oauth.md: access_token (required), scope, expires_in, issued_at; no "token".
+            body["access_token"] = token
+            body["scope"] = " ".join(scopes)
+        elif self.response_fields in ("both", "token"):
             body["token"] = token
-        if self.response_fields in ("both", "access_token"):
+        if not post and self.response_fields in ("both", "access_token"):
             body["access_token"] = token
         if self.include_expires_in:
             body["expires_in"] = self.expires_in
         body["issued_at"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         reply(HTTPStatus.OK, body, tuple((a["name"], tuple(a["actions"])) for a in access))
+
+    @staticmethod
+    def _oauth_problem(
+        grant_type: str | None, client_id: str | None, refresh_token: str | None, username: str | None
+    ) -> str:
+        """The RFC 6749 error code for a POST this server refuses, or "" when it is fine."""
+        if grant_type != "refresh_token":
+            return "unsupported_grant_type"
+        if not client_id or not refresh_token:
+            return "invalid_request"
+        if username is None:
+            return "invalid_grant"
+        return ""
 
     def start(self) -> None:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
