@@ -18,6 +18,14 @@ caches what it learns:
   works, and the one that worked is tried first next time. Once a host is
   known to use Bearer, a new repository's token is fetched before its first
   request, saving the 401 round trip;
+* **OAuth2 refresh tokens** (docker's ``identitytoken``, written by
+  ``az acr login`` and ``docker login`` against OAuth2 token servers) follow
+  distribution's ``oauth.md``: the token is POSTed to the Bearer realm as a form
+  (``grant_type=refresh_token``, ``refresh_token``, ``service``,
+  ``scope=repository:<name>:pull``, ``client_id=noe-webhook``) and the answer's
+  ``access_token`` is cached like any other token. The refresh token goes to
+  the realm only — never to a registry, never through a redirect, never as
+  Basic auth — so a Basic-only host skips such candidates;
 * **redirects** (blob storage) are followed by hand, and ``Authorization`` is
   dropped whenever the target is another origin; HTTPS never downgrades to
   HTTP except for insecure hosts;
@@ -68,6 +76,8 @@ _MAX_HOSTS = 1024
 MAX_RETRY_AFTER = 30.0
 """A ``Retry-After`` longer than this fails at once, even without a deadline (``noe inspect``)."""
 MAX_REDIRECTS = 5
+OAUTH_CLIENT_ID = "noe-webhook"
+"""The ``client_id`` sent with OAuth2 refresh-token grants (distribution's ``oauth.md`` requires one)."""
 _TEMPORARY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
@@ -138,8 +148,16 @@ class _Candidate:
     def identity(self) -> str:
         return "" if self.credential is None else self.credential.identity
 
+    @property
+    def is_refresh_token(self) -> bool:
+        return self.credential is not None and self.credential.is_refresh_token
+
     def describe(self) -> str:
-        return "anonymous access" if self.credential is None else f"credential {self.credential}"
+        if self.credential is None:
+            return "anonymous access"
+        if self.credential.is_refresh_token:
+            return f"the identity token of {self.credential}"
+        return f"credential {self.credential}"
 
 
 def _sanitize_reason(exc: BaseException) -> str:
@@ -176,6 +194,19 @@ def _parse_retry_after(value: str, now: float) -> float | None:
 def _leading_int(value: str) -> int | None:
     head = value.split(";", 1)[0].strip()
     return int(head) if head.isdigit() else None
+
+
+def _oauth_error(body: bytes) -> str:
+    """The RFC 6749 ``error`` code (``invalid_grant``…) of a token endpoint's answer, when it is one."""
+    try:
+        doc = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return ""
+    code = doc.get("error") if isinstance(doc, dict) else None
+    # Only a short identifier: a hostile server could echo what it was sent.
+    if isinstance(code, str) and 0 < len(code) <= 40 and code.replace("_", "").isalpha() and code.islower():
+        return code
+    return ""
 
 
 def _error_code(body: bytes) -> str:
@@ -230,8 +261,9 @@ class Transport:
     def _candidates(
         self, host: str, repository: str, reference: Reference, credentials: Sequence[Credential]
     ) -> list[_Candidate]:
-        creds = [_Candidate(c) for c in credentials if not c.is_refresh_token]
         basic_host = host in self._basic_hosts
+        # A refresh token is only ever exchanged at a Bearer realm: on a Basic host it has nothing to send.
+        creds = [_Candidate(c) for c in credentials if not (basic_host and c.is_refresh_token)]
         skip_anonymous = bool(creds) and (basic_host or self.is_private(reference))
         order = creds if skip_anonymous else [_Candidate(None), *creds]
         worked = self._working.get((host, repository))
@@ -264,14 +296,25 @@ class Transport:
         headers = {"Accept": accept} if accept else {}
         status = 401
         tried: list[str] = []
+        notes: list[str] = []
+
+        def refused(candidate: _Candidate, exc: AuthError) -> None:
+            tried.append(candidate.describe())
+            if candidate.is_refresh_token and str(exc) not in notes:
+                notes.append(str(exc))
+
         for candidate in self._candidates(host, repository, reference, credentials):
+            if candidate.is_refresh_token and host in self._basic_hosts:
+                # Learnt from an earlier candidate's challenge: nothing to send Basic in its name.
+                continue
             try:
                 authorization = self._known_authorization(host, repository, candidate, deadline)
             except AuthError as exc:
                 # The token server refused this candidate: nothing more is sent in its name (asking
                 # again, or asking the registry without it, would log in twice with a wrong password).
-                status = exc.status or status
-                tried.append(candidate.describe())
+                if exc.status in (401, 403):
+                    status = exc.status
+                refused(candidate, exc)
                 continue
             result = self._request(method, host, f"/v2/{repository}/{path}", headers=headers,
                                    authorization=authorization, deadline=deadline, limit=limit)
@@ -291,7 +334,12 @@ class Transport:
                 # This candidate's credentials were already presented and refused (for a token:
                 # insufficient scope); asking again would get the same answer.
                 continue
-            retry_auth = self._answer(challenge, host, repository, candidate, deadline)
+            try:
+                retry_auth = self._answer(challenge, host, repository, candidate, deadline)
+            except AuthError as exc:
+                log.debug("token refused for %s on %s: %s", candidate.describe(), host, exc)
+                refused(candidate, exc)
+                continue
             if retry_auth is None or retry_auth == authorization:
                 continue
             result = self._request(method, host, f"/v2/{repository}/{path}", headers=headers,
@@ -307,7 +355,8 @@ class Transport:
             f"registry {host} refused access to {repository} (HTTP {status}) after trying "
             f"{', '.join(tried) or 'no credentials'}: check the image name, and that an "
             "imagePullSecret, --docker-config or credential provider holds credentials for "
-            f"{reference.registry} with pull access",
+            f"{reference.registry} with pull access"
+            + "".join(f"; {note}" for note in notes),
             registry=host,
             status=status,
         )
@@ -351,21 +400,23 @@ class Transport:
         basic = host in self._basic_hosts
         if bearer is not None:
             return f"Bearer {self._token(bearer, host, repository, candidate, deadline)}"
-        if basic and candidate.credential is not None:
+        if basic and candidate.credential is not None and not candidate.is_refresh_token:
             return candidate.credential.basic_header()
         return None
 
     def _answer(
         self, challenge: Challenge, host: str, repository: str, candidate: _Candidate, deadline: Deadline
     ) -> str | None:
+        """The ``Authorization`` answering ``challenge``; None when the candidate has nothing to send.
+
+        Raises :class:`AuthError` when the token server refuses the candidate.
+        """
         if challenge.scheme == "basic":
-            return None if candidate.credential is None else candidate.credential.basic_header()
+            if candidate.credential is None or candidate.is_refresh_token:
+                return None
+            return candidate.credential.basic_header()
         bearer = _Bearer(challenge.realm, challenge.service)
-        try:
-            return f"Bearer {self._token(bearer, host, repository, candidate, deadline)}"
-        except AuthError as exc:
-            log.debug("token refused for %s on %s: %s", candidate.describe(), host, exc)
-            return None
+        return f"Bearer {self._token(bearer, host, repository, candidate, deadline)}"
 
     def _token(
         self, bearer: _Bearer, host: str, repository: str, candidate: _Candidate, deadline: Deadline
@@ -395,11 +446,14 @@ class Transport:
         query: dict[str, str] = {"scope": f"repository:{repository}:pull"}
         if bearer.service:
             query["service"] = bearer.service
+        headers: dict[str, str] = {"Accept": "application/json"}
+        credential = candidate.credential
+        if credential is not None and credential.is_refresh_token:
+            return self._refresh(bearer, host, repository, credential, deadline, query=query)
         separator = "&" if parts.query else "?"
         url = f"{bearer.realm}{separator}{urlencode(query)}"
-        headers: dict[str, str] = {"Accept": "application/json"}
-        if candidate.credential is not None:
-            headers["Authorization"] = candidate.credential.basic_header()
+        if credential is not None:
+            headers["Authorization"] = credential.basic_header()
         result = self._send_with_retries("GET", url, headers=headers, deadline=deadline,
                                          limit=MAX_TOKEN_BYTES, registry=realm_host, follow_redirects=False)
         if result.status in (401, 403):
@@ -410,6 +464,61 @@ class Transport:
                 registry=host,
                 status=result.status,
             )
+        return self._keep_token(result, realm_host, (host, repository, candidate.identity),
+                                fields=("token", "access_token"))
+
+    def _refresh(
+        self, bearer: _Bearer, host: str, repository: str, credential: Credential, deadline: Deadline,
+        *, query: Mapping[str, str],
+    ) -> str:
+        """An access token for ``credential``'s OAuth2 refresh token (distribution's ``oauth.md``).
+
+        The refresh token travels in a form body POSTed to the realm itself:
+        never in a URL (proxies and access logs keep those), never redirected.
+        """
+        realm_host = urlsplit(bearer.realm).netloc
+        form = {
+            "grant_type": "refresh_token",
+            "refresh_token": credential.identity_token,
+            "client_id": OAUTH_CLIENT_ID,
+            **query,
+        }
+        headers = {"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"}
+        result = self._send_with_retries("POST", bearer.realm, headers=headers, deadline=deadline,
+                                         limit=MAX_TOKEN_BYTES, registry=realm_host, follow_redirects=False,
+                                         data=urlencode(form).encode("ascii"))
+        if result.status in (400, 401, 403):
+            self._observer.token_fetch(host, "denied")
+            code = _oauth_error(result.body)
+            raise AuthError(
+                f"the token server of {host} ({realm_host}) refused the identity token (OAuth2 refresh "
+                f"token) of {credential} for {repository} (HTTP {result.status}{f', {code}' if code else ''}): "
+                "it has expired, was revoked, or was issued for another registry; log in again "
+                f"(docker login {host}, or az acr login for Azure) and update that docker config or "
+                "pull Secret",
+                registry=host,
+                status=result.status,
+            )
+        if result.status in (404, 405):
+            self._observer.token_fetch(host, "denied")
+            raise AuthError(
+                f"the token server of {host} ({realm_host}) does not accept OAuth2 refresh tokens "
+                f"(HTTP {result.status} to POST), so the identity token of {credential} cannot be used: "
+                f"give noe a username and password for {host} instead",
+                registry=host,
+                status=result.status,
+            )
+        return self._keep_token(result, realm_host, (host, repository, credential.identity),
+                                fields=("access_token", "token"))
+
+    def _keep_token(
+        self, result: HTTPResult, realm_host: str, key: tuple[str, str, str], *, fields: tuple[str, str]
+    ) -> str:
+        """The token in a token server's answer (``fields`` in order of preference), cached under ``key``.
+
+        ``key`` is (registry host, repository, credential identity).
+        """
+        host = key[0]
         if result.status != 200:
             self._observer.token_fetch(host, "error")
             raise RegistryError(
@@ -426,7 +535,7 @@ class Transport:
         token = None
         expires: object = None
         if isinstance(doc, dict):
-            token = doc.get("token") or doc.get("access_token")
+            token = doc.get(fields[0]) or doc.get(fields[1])
             expires = doc.get("expires_in")
         if not isinstance(token, str) or not token or any(c.isspace() for c in token):
             self._observer.token_fetch(host, "error")
@@ -440,7 +549,7 @@ class Transport:
             ttl = float(expires)
         # Leave a margin so that a token does not expire on its way to the registry.
         ttl = ttl - 5 if ttl > 10 else ttl / 2
-        self._tokens.set((host, repository, candidate.identity), token, ttl)
+        self._tokens.set(key, token, ttl)
         self._observer.token_fetch(host, "ok")
         return token
 
@@ -486,6 +595,7 @@ class Transport:
         limit: int,
         registry: str,
         follow_redirects: bool = True,
+        data: bytes | None = None,
     ) -> HTTPResult:
         attempt = 0
         while True:
@@ -493,7 +603,7 @@ class Transport:
             failure: RegistryError
             try:
                 result = self._send(method, url, headers=headers, deadline=deadline, limit=limit,
-                                    registry=registry, follow_redirects=follow_redirects)
+                                    registry=registry, follow_redirects=follow_redirects, data=data)
             except RegistryError as exc:
                 if not exc.temporary or isinstance(exc, DeadlineExceeded):
                     raise
@@ -544,7 +654,9 @@ class Transport:
         limit: int,
         registry: str,
         follow_redirects: bool,
+        data: bytes | None = None,
     ) -> HTTPResult:
+        """One exchange; redirects are followed only when ``follow_redirects`` (never with a ``data`` body)."""
         current = url
         current_headers = dict(headers)
         current_headers.setdefault("User-Agent", self._settings.user_agent)
@@ -555,8 +667,8 @@ class Transport:
             timeout = deadline.timeout(self._settings.request_timeout)
             try:
                 response = self._session.request(
-                    method, current, headers=current_headers, timeout=(timeout, timeout), stream=True,
-                    allow_redirects=False, verify=not insecure,
+                    method, current, headers=current_headers, data=data, timeout=(timeout, timeout),
+                    stream=True, allow_redirects=False, verify=not insecure,
                 )
             except requests.exceptions.RequestException as exc:
                 self._observer.request(target, method, 0)
@@ -582,7 +694,7 @@ class Transport:
                 self._observer.request(target, method, status)
                 lowered = {k.lower(): v for k, v in response.headers.items()}
                 self._record_rate_limit(target, lowered)
-                if follow_redirects and status in _REDIRECTS and "location" in lowered:
+                if follow_redirects and data is None and status in _REDIRECTS and "location" in lowered:
                     following = urljoin(current, lowered["location"])
                     new = urlsplit(following)
                     if new.scheme not in ("http", "https"):
