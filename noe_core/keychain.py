@@ -44,9 +44,10 @@ class Credential:
 
     ``identity_token`` is docker's ``identitytoken``: an OAuth2 refresh token
     (Azure Container Registry, ``docker login`` against some token servers).
-    When set, the transport should get a registry token by POSTing
-    ``grant_type=refresh_token`` to the token endpoint instead of sending
-    ``username``/``password``; :attr:`is_refresh_token` tells it so.
+    When set, the transport gets a registry token by POSTing
+    ``grant_type=refresh_token`` to the Bearer realm instead of sending
+    ``username``/``password`` (which it never sends for such a credential, not
+    even as Basic auth); :attr:`is_refresh_token` tells it so.
     """
 
     username: str
