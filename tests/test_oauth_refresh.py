@@ -6,11 +6,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 import requests
@@ -26,6 +23,7 @@ from noe_core.resolver import Resolver
 from noe_core.transport import OAUTH_CLIENT_ID, Transport, make_session
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
+from tests.support.scripted_server import ScriptedServer, start_scripted_server
 from tests.support.token_server import TokenServer
 
 pytestmark = pytest.mark.registry
@@ -207,51 +205,13 @@ def test_token_server_without_oauth_support(
 
 # -- where the refresh token may go: a registry that records every header --------------------------
 
-Route = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], bytes]]
-
-
-@dataclass
-class Recorder:
-    routes: dict[str, Route] = field(default_factory=dict)
-    seen: list[tuple[str, str, str, dict[str, str]]] = field(default_factory=list)
-    """(method, path with query, body, lower-cased headers)"""
-    host: str = ""
+Recorder = ScriptedServer
 
 
 @pytest.fixture
-def recorder() -> Iterator[Recorder]:
-    state = Recorder()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length).decode("latin-1")
-            state.seen.append((self.command, self.path, body, {k.lower(): v for k, v in self.headers.items()}))
-            route = state.routes.get(self.path.split("?")[0])
-            status, headers, payload = route(self) if route else (404, {}, b"")
-            self.send_response(status)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = do_POST = do_HEAD = _serve
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.host = f"127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join()
+def recorder() -> Iterator[ScriptedServer]:
+    with start_scripted_server() as server:
+        yield server
 
 
 def _everything_sent(recorder: Recorder) -> str:
@@ -277,7 +237,7 @@ def test_refresh_token_goes_to_the_realm_only(
     mark = token_server.mark()
     result = transport.fetch("GET", ref, "manifests/v1", deadline=Deadline.after(10), credentials=credentials)
     assert result.status == 200
-    assert [auth.get("authorization", "").split(" ")[0] for *_, auth in recorder.seen] == ["", "Bearer"]
+    assert [seen.headers.get("authorization", "").split(" ")[0] for seen in recorder.seen] == ["", "Bearer"]
     assert refresh_token not in _everything_sent(recorder)
     assert [(r.method, r.username) for r in token_server.requests_since(mark)] == [("POST", "bob")]
 
@@ -293,7 +253,7 @@ def test_basic_challenge_skips_a_refresh_token_credential(recorder: Recorder, se
             transport.fetch("GET", ref, "manifests/v1", deadline=Deadline.after(5), credentials=credentials)
         assert secret not in str(caught.value)
     # Only anonymous requests: the refresh-token candidate had nothing to send as Basic.
-    assert [headers.get("authorization") for *_, headers in recorder.seen] == [None, None]
+    assert [seen.headers.get("authorization") for seen in recorder.seen] == [None, None]
     assert secret not in _everything_sent(recorder)
 
 
@@ -314,8 +274,8 @@ def test_token_realm_redirect_is_not_followed_with_the_refresh_token(
     assert secret not in str(caught.value)
     assert caught.value.status == 307
     # The only request carrying it is the POST to the realm, in its body; the redirect is not followed.
-    assert [(method, path.split("?")[0], secret in body) for method, path, body, _ in recorder.seen] == [
+    assert [(seen.method, seen.path.split("?")[0], secret in seen.body) for seen in recorder.seen] == [
         ("GET", "/v2/app/manifests/v1", False),
         ("POST", "/token", True),
     ]
-    assert not any(secret in path or secret in repr(headers) for _, path, _, headers in recorder.seen)
+    assert not any(secret in seen.path or secret in repr(seen.headers) for seen in recorder.seen)

@@ -3,14 +3,12 @@ redirects, retries, token answers, and that no secret ever reaches a log line or
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,72 +26,20 @@ from noe_core.resolver import Resolver
 from noe_core.transport import Transport, make_session
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
+from tests.support.scripted_server import Route, ScriptedServer, Seen, start_scripted_server
 from tests.support.token_server import TokenServer
 
 INSECURE = RegistrySettings(insecure_registries=("127.0.0.1:*",))
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
-@dataclass
-class Seen:
-    method: str
-    path: str
-    headers: dict[str, str]
-
-
-Route = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], bytes]]
-
-
-@dataclass
-class Hostile:
-    """A tiny HTTP server whose answers the test scripts: path -> function(handler) -> (status, headers, body)."""
-
-    routes: dict[str, Route] = field(default_factory=dict)
-    seen: list[Seen] = field(default_factory=list)
-    server: ThreadingHTTPServer | None = None
-
-    @property
-    def host(self) -> str:
-        assert self.server is not None
-        return f"127.0.0.1:{self.server.server_address[1]}"
+Hostile = ScriptedServer
 
 
 @pytest.fixture
-def hostile() -> Iterator[Hostile]:
-    state = Hostile()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _serve(self) -> None:
-            state.seen.append(Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
-            route = state.routes.get(self.path.split("?")[0])
-            status, headers, body = route(self) if route else (404, {}, b'{"errors":[{"code":"NOT_FOUND"}]}')
-            self.send_response(status)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                # The client may stop reading (size cap): expected.
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.wfile.write(body)
-
-        do_GET = _serve
-        do_HEAD = _serve
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.server = server
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join()
+def hostile() -> Iterator[ScriptedServer]:
+    with start_scripted_server() as server:
+        yield server
 
 
 @pytest.fixture

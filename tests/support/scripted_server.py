@@ -1,0 +1,78 @@
+"""A tiny HTTP server whose answers a test scripts, recording everything it receives.
+
+Used where a real registry cannot misbehave on demand: wrong bodies for a
+digest, huge error pages, Retry-After, redirects, hostile token realms.
+``routes`` maps a path (without query) to ``handler -> (status, headers, body)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Route = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], bytes]]
+NOT_FOUND = (404, {}, b'{"errors":[{"code":"NOT_FOUND"}]}')
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request as received: method, path with query, lower-cased headers, body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: str = ""
+
+
+@dataclass
+class ScriptedServer:
+    routes: dict[str, Route] = field(default_factory=dict)
+    seen: list[Seen] = field(default_factory=list)
+    host: str = ""
+
+
+@contextlib.contextmanager
+def start_scripted_server() -> Iterator[ScriptedServer]:
+    """Serve on a free 127.0.0.1 port until the block ends."""
+    state = ScriptedServer()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length).decode("latin-1") if length else ""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            state.seen.append(Seen(self.command, self.path, headers, body))
+            route = state.routes.get(self.path.split("?")[0])
+            status, reply_headers, payload = route(self) if route else NOT_FOUND
+            self.send_response(status)
+            for key, value in reply_headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                # The client may stop reading (size cap): expected.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(payload)
+
+        do_GET = do_POST = do_HEAD = _serve
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state.host = f"127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
