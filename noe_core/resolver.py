@@ -427,21 +427,36 @@ class Resolver:
     def _nested(
         self, target: Reference, child: Descriptor, credentials: Sequence[Credential], deadline: Deadline
     ) -> tuple[ResolvedPlatform, ...]:
-        result = self.transport.fetch(
-            "GET", target, f"manifests/{child.digest}", deadline=deadline, credentials=credentials,
-            accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
-        )
-        if result.status == 404:
+        nested = self._fetch_child(target, child, credentials, deadline, "nested index", missing_ok=True)
+        if nested is None:
             return ()
-        if result.status != 200:
-            raise status_error(result, target, f"nested index {child.digest}")
-        self._verify(result.body, child.digest, target, "nested index")
-        nested = parse_manifest(result.body, result.header("content-type") or None)
         if not isinstance(nested, Index):
             # Listed as an index but is a single manifest: read it as one.
             platform = self._config_platform(target, nested, credentials, deadline)
             return (ResolvedPlatform(platform, child.digest),)
         return self._index_platforms(target, nested, credentials, deadline, depth=1)
+
+    def _fetch_child(
+        self,
+        target: Reference,
+        child: Descriptor,
+        credentials: Sequence[Credential],
+        deadline: Deadline,
+        what: str,
+        *,
+        missing_ok: bool = False,
+    ) -> Index | ImageManifest | None:
+        """A manifest an index lists, fetched by its digest and verified against it (``None``: gone, if allowed)."""
+        result = self.transport.fetch(
+            "GET", target, f"manifests/{child.digest}", deadline=deadline, credentials=credentials,
+            accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
+        )
+        if result.status == 404 and missing_ok:
+            return None
+        if result.status != 200:
+            raise status_error(result, target, f"{what} {child.digest}")
+        self._verify(result.body, child.digest, target, what)
+        return parse_manifest(result.body, result.header("content-type") or None)
 
     def _exists(
         self, target: Reference, child: Descriptor, credentials: Sequence[Credential], deadline: Deadline
@@ -461,14 +476,7 @@ class Resolver:
         self, target: Reference, child: Descriptor, credentials: Sequence[Credential], deadline: Deadline
     ) -> Platform:
         """An index entry without ``platform``: read the child manifest and its config."""
-        result = self.transport.fetch(
-            "GET", target, f"manifests/{child.digest}", deadline=deadline, credentials=credentials,
-            accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
-        )
-        if result.status != 200:
-            raise status_error(result, target, f"platform manifest {child.digest}")
-        self._verify(result.body, child.digest, target, "platform manifest")
-        manifest = parse_manifest(result.body, result.header("content-type") or None)
+        manifest = self._fetch_child(target, child, credentials, deadline, "platform manifest")
         if not isinstance(manifest, ImageManifest):
             raise ManifestError(f"entry {child.digest} of {target} has no platform and is not an image")
         return self._config_platform(target, manifest, credentials, deadline)
