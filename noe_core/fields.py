@@ -107,5 +107,7 @@ def string_map(value: object, path: str, *, error: ErrorType = InvalidObject) ->
     for key, item in mapping(value, path, error=error).items():
         if not isinstance(key, str):
             raise error(f"{path} keys must be strings")
-        out[key] = string(item, f"{path}[{key!r}]", required=True, error=error)
+        if item is None:
+            raise error(f"{path}[{key!r}] must be a string, not null")
+        out[key] = string(item, f"{path}[{key!r}]", error=error)
     return out
