@@ -22,13 +22,13 @@ from typing import Any, TextIO
 
 import yaml
 
-from noe_core.admission import parse_admission_review, review_response
+from noe_core.admission import AdmissionRequest, admit, parse_admission_review
 from noe_core.cli.options import add_option
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
-from noe_core.lookup import Lookups
-from noe_core.patch import make_patch
-from noe_core.policy import Decision, decide, images_to_inspect
+from noe_core.lookup import Inspect, LookupResult, Lookups
+from noe_core.patch import Operation, apply_patch, pointer
+from noe_core.policy import Decision
 from noe_core.settings import PolicySettings
 
 EXIT_ALLOWED = 0
@@ -48,6 +48,8 @@ _TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
 Inspector = Callable[[Sequence[str]], Lookups]
 """Turns the images of one object into their lookups (static file or registry)."""
 
+_API_VERSION = "admission.k8s.io/v1"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -60,6 +62,8 @@ class Outcome:
     decision: Decision | None
     lookups: Lookups
     review: dict[str, Any] | None = None  # the AdmissionReview response, for AdmissionReview input
+    patch: tuple[Operation, ...] = ()
+    """The operations turning ``original`` into ``mutated``, as the policy emitted them."""
 
 
 def add_mutate_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -153,6 +157,15 @@ def _template_at(obj: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     return node
 
 
+def _as_inspect(inspector: Inspector) -> Inspect:
+    return lambda request: LookupResult(inspector(request.images))
+
+
+def _bare_request(obj: dict[str, Any], kind: str, operation: str, namespace: str) -> AdmissionRequest:
+    """The AdmissionReview request the API server would send for ``obj``."""
+    return AdmissionRequest(_API_VERSION, "noe-mutate", kind, operation, namespace, _object_name(obj), obj)
+
+
 def evaluate(
     doc: Any,
     *,
@@ -161,21 +174,15 @@ def evaluate(
     namespace: str,
     operation: str,
 ) -> Outcome:
-    """Apply the policy to one document as the webhook would see it."""
+    """Apply the policy to one document as the webhook would see it: through the same :func:`admit`."""
     if not isinstance(doc, dict):
         raise InvalidObject("each document must be a Kubernetes object (a mapping with 'kind')")
     kind = doc.get("kind")
     if kind == "AdmissionReview":
         request = parse_admission_review(doc)
-        lookups = inspect(images_to_inspect(
-            request.obj, kind=request.kind, operation=request.operation, sub_resource=request.sub_resource
-        ))
-        decision = decide(
-            request.obj, kind=request.kind, operation=request.operation, namespace=request.namespace,
-            lookups=lookups, settings=settings, dry_run=request.dry_run, sub_resource=request.sub_resource,
-        )
-        return Outcome(request.kind, request.name, request.obj, decision.obj, decision, lookups,
-                       review=review_response(request, decision))
+        admission = admit(request, settings, _as_inspect(inspect))
+        return Outcome(request.kind, request.name, request.obj, admission.decision.obj, admission.decision,
+                       admission.lookups, review=admission.response)
     if not isinstance(kind, str) or not kind:
         raise InvalidObject("the object has no 'kind' (expected Pod, DaemonSet, a workload or AdmissionReview)")
     ns = _namespace_of(doc, namespace)
@@ -188,14 +195,15 @@ def evaluate(
             "metadata": {**(template.get("metadata") or {}), "namespace": ns},
             "spec": template.get("spec"),
         }
-        lookups = inspect(images_to_inspect(pod, kind="Pod", operation="CREATE"))
-        decision = decide(pod, kind="Pod", operation="CREATE", namespace=ns, lookups=lookups, settings=settings)
-        mutated = json.loads(json.dumps(doc))
-        _template_at(mutated, _TEMPLATE_PATHS[kind])["spec"] = decision.obj["spec"]
-        return Outcome(kind, name, doc, mutated, decision, lookups)
-    lookups = inspect(images_to_inspect(doc, kind=kind, operation=operation))
-    decision = decide(doc, kind=kind, operation=operation, namespace=ns, lookups=lookups, settings=settings)
-    return Outcome(kind, name, doc, decision.obj, decision, lookups)
+        admission = admit(_bare_request(pod, "Pod", "CREATE", ns), settings, _as_inspect(inspect))
+        # The Pod's operations touch only its spec; below the template they apply the same way.
+        prefix = pointer("", _TEMPLATE_PATHS[kind])
+        patch = tuple({**op, "path": prefix + op["path"]} for op in admission.decision.patch)
+        return Outcome(kind, name, doc, apply_patch(doc, patch), admission.decision, admission.lookups,
+                       patch=patch)
+    admission = admit(_bare_request(doc, kind, operation, ns), settings, _as_inspect(inspect))
+    decision = admission.decision
+    return Outcome(kind, name, doc, decision.obj, decision, admission.lookups, patch=decision.patch)
 
 
 def _dump(data: Any, fmt: str) -> str:
@@ -236,7 +244,7 @@ def render(outcome: Outcome, ns: argparse.Namespace) -> Any:
     if ns.explain:
         return explain(outcome)
     if ns.patch:
-        return make_patch(outcome.original, outcome.mutated)
+        return list(outcome.patch)
     return outcome.mutated
 
 
