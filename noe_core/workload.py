@@ -122,7 +122,7 @@ def read_workload(obj: object, kind: str) -> Workload:
         labels=labels,
         annotations=annotations,
         images=_images(spec, spec_path),
-        pull_secrets=_pull_secret_names(spec.get("imagePullSecrets")),
+        pull_secrets=pull_secret_names(spec.get("imagePullSecrets")),
         node_name=fields.string(spec.get("nodeName"), f"{spec_path}.nodeName"),
         node_selector=fields.string_map(spec.get("nodeSelector"), f"{spec_path}.nodeSelector"),
         placement_record=_placement_record(annotations) if kind == DAEMON_SET else None,
@@ -156,7 +156,7 @@ def _images(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
     return tuple(images)
 
 
-def _pull_secret_names(value: object) -> tuple[str, ...]:
+def pull_secret_names(value: object) -> tuple[str, ...]:
     """``imagePullSecrets`` names, de-duplicated in order; entries that name nothing are skipped.
 
     Malformed entries are not an error: the kubelet ignores them too, and a
