@@ -10,7 +10,16 @@ import pytest
 from noe_core import testing
 from noe_core.admission import parse_admission_review
 from noe_core.errors import InvalidObject
-from noe_core.workload import MAX_DEPTH, check_depth, check_workload, images_of, pod_labels, pod_spec, pull_secret_names, read_workload
+from noe_core.workload import (
+    MAX_DEPTH,
+    check_depth,
+    check_workload,
+    images_of,
+    pod_labels,
+    pod_spec,
+    pull_secret_names,
+    read_workload,
+)
 
 
 def test_images_of_pod_in_order_deduplicated_empty_ignored() -> None:
