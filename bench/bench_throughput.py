@@ -129,8 +129,8 @@ def main() -> None:
             log.close()
     noe_median, bare_median = statistics.median(noe_rps), statistics.median(bare_rps)
     ratios = [n / b for n, b in zip(noe_rps, bare_rps, strict=True)]
-    print(f"{count} keep-alive POSTs x {rounds} rounds, {concurrency} connections, {WORKERS} workers x {THREADS} threads, "
-          "TLS on 127.0.0.1")
+    print(f"{count} keep-alive POSTs x {rounds} rounds, {concurrency} connections, "
+          f"{WORKERS} workers x {THREADS} threads, TLS on 127.0.0.1")
     print(f"noe serve (warm, 2 registry images)  {noe_median:8.0f} req/s   rounds {[round(r) for r in noe_rps]}")
     print(f"bare Flask app (fixed answer)        {bare_median:8.0f} req/s   rounds {[round(r) for r in bare_rps]}")
     print(f"noe / bare: x{statistics.median(ratios):.2f} (median of the rounds' ratios "
