@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import TypeAlias
 
 from noe_core.platform import Platform, normalize_os, parse_platform
-from noe_core.settings import normalize_arch_name
+from noe_core.settings import is_label_value, normalize_arch_name
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class PlatformEntries:
     offered: tuple[str, ...]
     incomplete: tuple[str, ...]
     arch_os: tuple[tuple[str, str], ...]
+    unusable: tuple[str, ...] = ()
+    """Entries whose OS, architecture or variant is not a Kubernetes label value (``arm64;reboot``,
+    300 characters): never used, since the architecture would go into the pod's node affinity."""
 
 
 @dataclass(frozen=True)
@@ -44,17 +47,24 @@ class ImagePlatforms:
     def entries(self) -> PlatformEntries:
         """The entries as rule 4 reads them, computed once per value (a warm cache hands out the same one)."""
         known = [p for p in self.platforms if not p.is_unknown]
-        runnable = [p for p in known if p.architecture]
+        valid = [p for p in known if _usable(p)]
+        runnable = [p for p in valid if p.architecture]
         return PlatformEntries(
             offered=tuple(sorted({str(p) for p in runnable})),
-            incomplete=tuple(str(p) or "(empty)" for p in known if not p.os or not p.architecture),
+            incomplete=tuple(str(p) or "(empty)" for p in valid if not p.os or not p.architecture),
             arch_os=tuple(dict.fromkeys((normalize_arch_name(p.architecture), normalize_os(p.os)) for p in runnable)),
+            unusable=tuple(str(p) for p in known if not _usable(p)),
         )
 
     @classmethod
     def of(cls, *platforms: str, digest: str = "") -> ImagePlatforms:
         """Build from platform strings: ``ImagePlatforms.of("linux/amd64", "linux/arm64/v8")``."""
         return cls(tuple(parse_platform(p) for p in platforms), digest)
+
+
+def _usable(platform: Platform) -> bool:
+    arch = normalize_arch_name(platform.architecture) if platform.architecture else ""
+    return all(is_label_value(value) for value in (platform.os, arch, platform.variant))
 
 
 @dataclass(frozen=True)

@@ -123,9 +123,14 @@ def make_patch(original: Mapping[str, Any], mutated: Mapping[str, Any]) -> list[
 
 
 def apply_patch(document: Mapping[str, Any], patch: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Apply ``patch`` to a copy of ``document`` (tests and ``noe mutate`` check patches with it)."""
+    """Apply ``patch`` to a copy of ``document``; neither is changed.
+
+    jsonpatch inserts an operation's value into the document as it is, so a
+    later operation adding into that value would change the patch itself; it is
+    applied to a copy of the operations.
+    """
     try:
-        result = jsonpatch.apply_patch(document, list(patch), in_place=False)
+        result = jsonpatch.apply_patch(document, [_snapshot(dict(op)) for op in patch], in_place=False)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         raise InvalidObject(f"patch does not apply: {exc}") from exc
     return cast(dict[str, Any], result)

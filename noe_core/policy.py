@@ -22,6 +22,7 @@ from noe_core.errors import InvalidObject
 from noe_core.fields import json_type
 from noe_core.lookup import ImagePlatforms, LookupFailure, Lookups
 from noe_core.patch import Edits, Operation, apply_patch, pointer
+from noe_core.printable import printable
 from noe_core.scheduling import (
     ARCH_LABEL,
     PLACEMENT_FIELDS,
@@ -51,6 +52,11 @@ __all__ = [
 
 MAX_WARNING = 120
 """The API server rejects AdmissionReview warnings longer than this (in characters)."""
+MAX_WARNINGS = 30
+"""Warnings in one answer; the last says how many more were left out. The API server and kubectl
+show only a few KiB of warnings, and a pod naming 40,000 failing images must not cost 40,000 lines."""
+MAX_MESSAGE = 2048
+"""Characters of a deny message; images past it are counted, not listed."""
 _IMAGE_IN_WARNING = 64
 _ACTS_ON = {POD: frozenset({"CREATE"}), DAEMON_SET: frozenset({"CREATE", "UPDATE"})}
 
@@ -93,6 +99,7 @@ class _ImageView:
     failure: str | None = None
     offered: tuple[str, ...] = ()
     incomplete: tuple[str, ...] = ()
+    unusable: tuple[str, ...] = ()
 
 
 @dataclass
@@ -102,6 +109,9 @@ class _Outcome:
 
     def warn(self, text: str) -> None:
         self.warnings.setdefault(limit_warning(text), None)
+
+    def warning_list(self) -> tuple[str, ...]:
+        return cap_warnings(tuple(self.warnings))
 
 
 def shorten(text: str, limit: int) -> str:
@@ -114,11 +124,31 @@ def shorten(text: str, limit: int) -> str:
 
 
 def limit_warning(text: str) -> str:
-    """Cut a warning to :data:`MAX_WARNING` characters, one line, so the API server accepts it."""
-    flat = " ".join(text.split())
+    """One printable line of at most :data:`MAX_WARNING` characters, so the API server accepts it."""
+    flat = printable(" ".join(text.split()))
     if len(flat) <= MAX_WARNING:
         return flat
     return flat[: MAX_WARNING - 3] + "..."
+
+
+def cap_warnings(warnings: Sequence[str]) -> tuple[str, ...]:
+    """At most :data:`MAX_WARNINGS`, the last of them counting those left out."""
+    if len(warnings) <= MAX_WARNINGS:
+        return tuple(warnings)
+    kept = MAX_WARNINGS - 1
+    return (*warnings[:kept], f"... and {len(warnings) - kept} more warnings (noe's log has every image)")
+
+
+def _joined(head: str, parts: Sequence[str], what: str) -> str:
+    """``head`` and as many ``parts`` as fit in :data:`MAX_MESSAGE`, the rest counted; printable."""
+    text = head
+    for index, part in enumerate(parts):
+        separator = "; " if index else ""
+        rest = len(parts) - index
+        if len(text) + len(separator) + len(part) > MAX_MESSAGE - 40 and rest > 1:
+            return printable(f"{text}; and {rest} more {what}")
+        text += separator + part
+    return printable(text)
 
 
 def acts_on(kind: str, operation: str, sub_resource: str = "") -> bool:
@@ -255,13 +285,19 @@ def _view(image: str, lookups: Lookups, settings: PolicySettings) -> _ImageView:
         raise TypeError(f"lookup for {image!r} is {type(found).__name__}, not a Lookup")
     entries = found.entries
     if not entries.arch_os:
-        return _ImageView(image, failure="its manifest names no platform", incomplete=entries.incomplete)
+        failure = (
+            f"its manifest names no usable platform (not label values: {', '.join(entries.unusable)})"
+            if entries.unusable
+            else "its manifest names no platform"
+        )
+        return _ImageView(image, failure=failure, incomplete=entries.incomplete, unusable=entries.unusable)
     archs = frozenset(
         arch
         for arch, os_name in entries.arch_os
         if (not os_name or os_name == settings.system_os) and settings.is_schedulable(arch)
     )
-    return _ImageView(image, archs=archs, offered=entries.offered, incomplete=entries.incomplete)
+    return _ImageView(image, archs=archs, offered=entries.offered, incomplete=entries.incomplete,
+                      unusable=entries.unusable)
 
 
 def _deny_message(views: Sequence[_ImageView], settings: PolicySettings) -> str:
@@ -277,7 +313,7 @@ def _deny_message(views: Sequence[_ImageView], settings: PolicySettings) -> str:
             parts.append(f"{view.image}: {', '.join(sorted(view.archs))}")
         else:
             parts.append(f"{view.image}: none usable (offers {', '.join(view.offered)})")
-    return f"no CPU architecture is supported by every image ({scope}): " + "; ".join(parts)
+    return _joined(f"no CPU architecture is supported by every image ({scope}): ", parts, "images")
 
 
 def _strict_problems(views: Sequence[_ImageView]) -> list[str]:
@@ -289,6 +325,11 @@ def _strict_problems(views: Sequence[_ImageView]) -> list[str]:
             problems.append(
                 f"image {view.image} has platform entries without os or architecture: "
                 f"{', '.join(view.incomplete)}"
+            )
+        elif view.unusable:
+            problems.append(
+                f"image {view.image} has platform entries that are not valid label values: "
+                f"{', '.join(view.unusable)}"
             )
     return problems
 
@@ -388,7 +429,7 @@ def place(workload: Workload, *, namespace: str, lookups: Lookups, settings: Pol
         if namespace in settings.strict_namespaces:
             problems = _strict_problems(views)
             if problems:
-                message = f"namespace {namespace} is strict: " + "; ".join(problems)
+                message = _joined(f"namespace {namespace} is strict: ", problems, "problems")
                 return Decision(False, original, message=message, reasons=(message,))
         for view in views:
             if view.failure is not None:
@@ -397,6 +438,9 @@ def place(workload: Workload, *, namespace: str, lookups: Lookups, settings: Pol
             else:
                 archs = ", ".join(sorted(view.archs or ())) or "none"
                 out.reasons.append(f"image {view.image}: {archs} (offers {', '.join(view.offered)})")
+            if view.unusable:
+                out.warn(f"{shorten(view.image, _IMAGE_IN_WARNING)}: platform {shorten(view.unusable[0], 24)} "
+                         "is not a valid label value: ignored")
         inspected = [view for view in views if view.archs is not None]
         if not inspected and placement.withdrawn:
             # A registry outage must not strip a DaemonSet of the placement it already had.
@@ -411,7 +455,7 @@ def place(workload: Workload, *, namespace: str, lookups: Lookups, settings: Pol
                 return Decision(
                     False,
                     original,
-                    warnings=tuple(out.warnings),
+                    warnings=out.warning_list(),
                     message=message,
                     reasons=(*out.reasons, message),
                     common=(),
@@ -424,7 +468,7 @@ def place(workload: Workload, *, namespace: str, lookups: Lookups, settings: Pol
     patch = placement.operations()
     if not patch:
         out.reasons.append("nothing to change")
-    return Decision(True, original, patch, tuple(out.warnings), None, tuple(out.reasons), common)
+    return Decision(True, original, patch, out.warning_list(), None, tuple(out.reasons), common)
 
 
 def decide(

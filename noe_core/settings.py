@@ -66,18 +66,18 @@ def is_label_key(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
     if "/" in prefix:
         return False
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         return False
-    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
+    return 0 < len(name) <= 63 and bool(_LABEL_NAME.fullmatch(name))
 
 
 def is_label_value(value: str) -> bool:
     """True for a Kubernetes label value (≤63 chars, may be empty)."""
-    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+    return len(value) <= 63 and bool(_LABEL_VALUE.fullmatch(value))
 
 
 def _check_arch(name: str, what: str) -> None:
-    if not name or not _ARCH_NAME.match(name):
+    if not name or not _ARCH_NAME.fullmatch(name):
         raise InvalidSettings(f"{what}: {name!r} is not an architecture name such as amd64 or arm64")
 
 
@@ -189,13 +189,13 @@ class PolicySettings:
                     f"--preferred-arch {self.preferred_arch} is not in --cluster-schedulable-archs "
                     f"{','.join(sorted(self.schedulable_archs))}: add it there or change the preference"
                 )
-        if not self.system_os or not _ARCH_NAME.match(self.system_os):
+        if not self.system_os or not _ARCH_NAME.fullmatch(self.system_os):
             raise InvalidSettings(f"--system-os: {self.system_os!r} is not an OS name such as linux")
         for key in self.match_node_labels:
             if not is_label_key(key):
                 raise InvalidSettings(f"--match-node-labels: {key!r} is not a valid label key")
         for namespace in self.strict_namespaces:
-            if not namespace or not _DNS_SUBDOMAIN.match(namespace):
+            if not namespace or not _DNS_SUBDOMAIN.fullmatch(namespace):
                 raise InvalidSettings(f"--strict-namespaces: {namespace!r} is not a namespace name")
         for toleration in self.arch_tolerations:
             toleration.validate()
