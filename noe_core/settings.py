@@ -71,13 +71,23 @@ def is_label_key(key: str) -> bool:
     return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
 
 
+def is_arch_name(name: str) -> bool:
+    """True for a name that can be an architecture or OS in ``kubernetes.io/arch`` / ``kubernetes.io/os``."""
+    return bool(_ARCH_NAME.match(name))
+
+
+def is_dns_subdomain(name: str) -> bool:
+    """True for a DNS subdomain (RFC 1123) such as a namespace or Secret name."""
+    return bool(_DNS_SUBDOMAIN.match(name))
+
+
 def is_label_value(value: str) -> bool:
     """True for a Kubernetes label value (≤63 chars, may be empty)."""
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
 def _check_arch(name: str, what: str) -> None:
-    if not name or not _ARCH_NAME.match(name):
+    if not is_arch_name(name):
         raise InvalidSettings(f"{what}: {name!r} is not an architecture name such as amd64 or arm64")
 
 
@@ -189,13 +199,13 @@ class PolicySettings:
                     f"--preferred-arch {self.preferred_arch} is not in --cluster-schedulable-archs "
                     f"{','.join(sorted(self.schedulable_archs))}: add it there or change the preference"
                 )
-        if not self.system_os or not _ARCH_NAME.match(self.system_os):
+        if not is_arch_name(self.system_os):
             raise InvalidSettings(f"--system-os: {self.system_os!r} is not an OS name such as linux")
         for key in self.match_node_labels:
             if not is_label_key(key):
                 raise InvalidSettings(f"--match-node-labels: {key!r} is not a valid label key")
         for namespace in self.strict_namespaces:
-            if not namespace or not _DNS_SUBDOMAIN.match(namespace):
+            if not is_dns_subdomain(namespace):
                 raise InvalidSettings(f"--strict-namespaces: {namespace!r} is not a namespace name")
         for toleration in self.arch_tolerations:
             toleration.validate()
