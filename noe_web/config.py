@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noe_core.cli.flags import add_flags, require
+from noe_core.cli.flags import add_flags, require, usage_error
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
 from noe_core.settings import PolicySettings
@@ -181,9 +181,11 @@ def _plain(value: Any, skip: tuple[str, ...] = ()) -> Any:
 def _cert_pair(ns: argparse.Namespace) -> tuple[Path | None, Path | None]:
     if ns.cert_dir is not None and (ns.tls_cert_file is not None or ns.tls_key_file is not None):
         raise InvalidSettings("--cert-dir and --tls-cert-file/--tls-key-file are alternatives: give one")
-    if (ns.tls_cert_file is None) != (ns.tls_key_file is None):
-        raise InvalidSettings("--tls-cert-file and --tls-key-file go together: give both")
-    directory = require(ns, CERT_DIR, directory=True)
+    if ns.tls_cert_file is not None and ns.tls_key_file is None:
+        raise usage_error(ns, TLS_CERT_FILE, f"needs {TLS_KEY_FILE.name} too: the two go together")
+    if ns.tls_key_file is not None and ns.tls_cert_file is None:
+        raise usage_error(ns, TLS_KEY_FILE, f"needs {TLS_CERT_FILE.name} too: the two go together")
+    directory = require(ns, CERT_DIR)
     if directory is not None:
         cert, key = directory / "tls.crt", directory / "tls.key"
     else:

@@ -12,7 +12,17 @@ import re
 from dataclasses import dataclass
 
 from noe_core.cli.flags import Flag
-from noe_core.cli.values import LOG_LEVEL, BadValue, Boolean, DnsName, FilePath, Integer, Seconds
+from noe_core.cli.values import (
+    LOG_LEVEL,
+    BadValue,
+    Boolean,
+    DnsName,
+    ExistingDir,
+    ExistingFile,
+    FilePath,
+    Integer,
+    Seconds,
+)
 
 DEFAULT_BIND = "0.0.0.0:8443"
 DEFAULT_METRICS_ADDR = ":8080"
@@ -43,16 +53,16 @@ class HostPort:
 
 
 KUBECONFIG = Flag(
-    "--kubeconfig", FilePath(),
+    "--kubeconfig", ExistingFile(),
     help="kubeconfig for the Kubernetes API; default: the in-cluster service account (serve: or no API access)")
 
 # --- noe serve ---------------------------------------------------------------------------------------------
 
 BIND = Flag("--bind", HostPort(), default=DEFAULT_BIND, help="HOST:PORT the TLS webhook listens on")
-TLS_CERT_FILE = Flag("--tls-cert-file", FilePath(), default="",
+TLS_CERT_FILE = Flag("--tls-cert-file", ExistingFile(), default="",
                      help="serving certificate (PEM); with --tls-key-file")
-TLS_KEY_FILE = Flag("--tls-key-file", FilePath(), default="", help="private key of --tls-cert-file (PEM)")
-CERT_DIR = Flag("--cert-dir", FilePath("DIR"), default="",
+TLS_KEY_FILE = Flag("--tls-key-file", ExistingFile(), default="", help="private key of --tls-cert-file (PEM)")
+CERT_DIR = Flag("--cert-dir", ExistingDir(), default="",
                 help="directory holding tls.crt and tls.key, e.g. a mounted cert-manager Secret (Noe's flag)")
 STATE_DIR = Flag("--state-dir", FilePath("DIR"), default="",
                  help="where the self-signed CA and certificate are kept when no certificate is given "
@@ -67,7 +77,7 @@ ADMISSION_DEADLINE = Flag(
     "--admission-deadline", Seconds(0.1, MAX_ADMISSION_DEADLINE), default="5",
     help="seconds within which every admission is answered; lookups still running are abandoned "
          "(keep it below the webhook's timeoutSeconds)")
-IMAGE_PLATFORMS = Flag("--image-platforms", FilePath(), default="",
+IMAGE_PLATFORMS = Flag("--image-platforms", ExistingFile(), default="",
                        help="JSON/YAML file of image (or glob) → platforms, consulted before the registry")
 PULL_SECRET_CACHE_TTL = Flag("--pull-secret-cache-ttl", Seconds(0, 3600), default="30",
                              help="seconds a pull Secret read from the API is reused")

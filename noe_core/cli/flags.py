@@ -37,7 +37,8 @@ from noe_core.cli.values import (
     CommaList,
     DnsName,
     Duration,
-    FilePath,
+    ExistingDir,
+    ExistingFile,
     Integer,
     LabelKey,
     OsName,
@@ -241,20 +242,27 @@ def _source(ns: argparse.Namespace, flag: Flag, value: object) -> str:
     return repr(text)
 
 
-def require(ns: argparse.Namespace, flag: Flag, *, directory: bool = False) -> Path | None:
-    """The flag's path when it names an existing file (or directory); ``None`` when not given.
+def usage_error(ns: argparse.Namespace, flag: Flag, problem: str) -> InvalidSettings:
+    """A problem found after parsing, phrased like argparse's: ``argument --x: '<value>' <problem>``."""
+    return InvalidSettings(f"argument {flag.name}: {_source(ns, flag, getattr(ns, flag.dest, None))} {problem}")
+
+
+def require(ns: argparse.Namespace, flag: Flag) -> Path | None:
+    """The path of an :class:`ExistingFile` / :class:`ExistingDir` flag, checked now; ``None`` when not given.
 
     Raises :class:`InvalidSettings` phrased as a usage error, so the command
     prints one line and exits 2.
     """
+    directory = isinstance(flag.kind, ExistingDir)
+    if not directory and not isinstance(flag.kind, ExistingFile):
+        raise TypeError(f"{flag.name} does not name an existing file or directory")
     value = getattr(ns, flag.dest, None)
     if value is None:
         return None
     path = Path(value)
     if path.is_dir() if directory else path.is_file():
         return path
-    what = "an existing directory" if directory else "an existing file"
-    raise InvalidSettings(f"argument {flag.name}: {_source(ns, flag, value)} is not {what}")
+    raise usage_error(ns, flag, "is not an existing directory" if directory else "is not an existing file")
 
 
 # --- the placement policy (shared by noe mutate and noe serve); names and defaults follow the Go Noe --------
@@ -304,7 +312,7 @@ INSECURE_REGISTRIES = Flag(
     "--insecure-registries", HOST_GLOBS, default="",
     help="registry host globs (e.g. '127.0.0.1:*') allowed over plain HTTP or unverified TLS")
 REGISTRY_CA_FILE = Flag(
-    "--registry-ca-file", FilePath(),
+    "--registry-ca-file", ExistingFile(),
     help="PEM file of a private CA trusted for registries, in addition to the public ones")
 DOCKER_CONFIG = Flag(
     "--docker-config", Text("FILE"), action="append",
@@ -315,10 +323,10 @@ CONTAINERD_CONFIG = Flag(
     help="containerd config.toml whose registry auth sections hold credentials; repeatable (the variable: "
          "a path list); missing files are skipped")
 CREDENTIAL_PROVIDER_CONFIG = Flag(
-    "--image-credential-provider-config", FilePath(),
+    "--image-credential-provider-config", ExistingFile(),
     help="kubelet CredentialProviderConfig (YAML or JSON) naming credential provider plugins")
 CREDENTIAL_PROVIDER_BIN_DIR = Flag(
-    "--image-credential-provider-bin-dir", FilePath("DIR"),
+    "--image-credential-provider-bin-dir", ExistingDir(),
     help="directory holding the credential provider plugin binaries")
 CACHE_TTL = Flag(
     "--cache-ttl", Duration(), default="1h",
@@ -347,7 +355,7 @@ PATCH = Flag("--patch", Boolean(), env=False, action="switch",
 EXPLAIN = Flag("--explain", Boolean(), env=False, action="switch",
                help="print the decision and the reasons for it")
 PLATFORMS = Flag(
-    "--platforms", FilePath("PLATFORMS.json"), env=False,
+    "--platforms", ExistingFile("PLATFORMS.json"), env=False,
     help="file mapping each image (as written in the pod, or a glob) to its platforms or to "
          "{\"error\": reason}; with it nothing touches the network")
 MUTATE_NAMESPACE = Flag(

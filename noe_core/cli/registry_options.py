@@ -20,10 +20,10 @@ from noe_core.cli.flags import (
     REGISTRY_FLAGS,
     add_flags,
     require,
+    usage_error,
 )
 from noe_core.containerd_config import keychain_from_containerd_config
 from noe_core.dockerconfig import keychain_from_file
-from noe_core.errors import InvalidSettings
 from noe_core.keychain import ANONYMOUS, Keychain, MultiKeychain
 from noe_core.registry_settings import RegistrySettings
 
@@ -75,12 +75,10 @@ def node_keychain_from_args(ns: argparse.Namespace) -> Keychain:
         if _usable_candidate(path, "--containerd-config")
     ]
     config = require(ns, CREDENTIAL_PROVIDER_CONFIG)
-    bin_dir = require(ns, CREDENTIAL_PROVIDER_BIN_DIR, directory=True)
+    bin_dir = require(ns, CREDENTIAL_PROVIDER_BIN_DIR)
     if config is not None:
         if bin_dir is None:
-            raise InvalidSettings(
-                "--image-credential-provider-config needs --image-credential-provider-bin-dir"
-            )
+            raise usage_error(ns, CREDENTIAL_PROVIDER_CONFIG, f"needs {CREDENTIAL_PROVIDER_BIN_DIR.name}")
         from noe_core.credential_provider import CredentialProviderKeychain  # noqa: PLC0415
 
         keychains.append(CredentialProviderKeychain(config, bin_dir))

@@ -11,8 +11,8 @@ wrote, and every bad value reads the same way::
 Syntax-level parsers that already exist elsewhere (architecture aliases, Go
 durations, toleration and proxy syntax, image patterns) are reused, never
 re-implemented here. Whether a file exists is a fact about the machine the
-command runs on, not about the text: :class:`FilePath` only reads the path, and
-the command checks existence when it builds its settings
+command runs on, not about the text: :class:`ExistingFile` only reads the path,
+and the command checks existence when it builds its settings
 (:func:`noe_core.cli.flags.require_file`), so a Helm chart's arguments can be
 parsed on any machine.
 """
@@ -240,9 +240,9 @@ class DnsName:
 
 @dataclass(frozen=True)
 class FilePath:
-    """A path to a file or directory; empty means none. Existence is checked when settings are built."""
+    """A path the command creates or may find absent (a state directory, a socket); empty means none."""
 
-    metavar: str = "FILE"
+    metavar: str = "PATH"
 
     def __call__(self, text: str) -> Path | None:
         if not text.strip():
@@ -250,6 +250,25 @@ class FilePath:
         if "\0" in text:
             raise BadValue("is not a path")
         return Path(text).expanduser()
+
+
+@dataclass(frozen=True)
+class ExistingFile(FilePath):
+    """A file that must exist when the command runs; empty means none.
+
+    Only the text is read here: the file is looked for when the command builds
+    its settings (:func:`noe_core.cli.flags.require`), so a Helm chart's
+    arguments parse on a machine that lacks the node's files.
+    """
+
+    metavar: str = "FILE"
+
+
+@dataclass(frozen=True)
+class ExistingDir(FilePath):
+    """A directory that must exist when the command runs (see :class:`ExistingFile`)."""
+
+    metavar: str = "DIR"
 
 
 @dataclass(frozen=True)
