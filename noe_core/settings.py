@@ -231,26 +231,23 @@ class PolicySettings:
         preference_mode: str = "soft",
         preferred_arch_weight: int | str = 100,
     ) -> PolicySettings:
-        """Build validated settings from flag / environment strings, as the CLI receives them."""
-        try:
-            weight = int(str(preferred_arch_weight).strip())
-        except ValueError:
-            raise InvalidSettings(
-                f"--preferred-arch-weight: {preferred_arch_weight!r} must be an integer from 1 to 100"
-            ) from None
-        mode = preference_mode.strip().lower()
-        if mode not in PREFERENCE_MODES:
-            raise InvalidSettings(f"--preference-mode: {preference_mode!r} must be 'soft' or 'required'")
-        return cls(
-            preferred_arch=preferred_arch.strip(),
-            schedulable_archs=frozenset(parse_list(cluster_schedulable_archs)),
-            system_os=system_os.strip(),
-            match_node_labels=parse_list(match_node_labels),
-            strict_namespaces=frozenset(parse_list(strict_namespaces)),
-            arch_tolerations=parse_arch_tolerations(arch_tolerations),
-            preference_mode=mode,
-            preferred_arch_weight=weight,
-        ).validate()
+        """Build validated settings from flag / environment strings, read as ``noe serve`` reads them.
+
+        The flags' own value parsers do the reading (:mod:`noe_core.cli.flags`),
+        so a value means here what it means on the command line.
+        """
+        from noe_core.cli.policy_options import policy_settings_from_text  # noqa: PLC0415 - it imports this module
+
+        return policy_settings_from_text({
+            "preferred_arch": preferred_arch,
+            "cluster_schedulable_archs": cluster_schedulable_archs,
+            "system_os": system_os,
+            "match_node_labels": match_node_labels,
+            "strict_namespaces": strict_namespaces,
+            "arch_tolerations": arch_tolerations,
+            "preference_mode": preference_mode,
+            "preferred_arch_weight": str(preferred_arch_weight),
+        })
 
     def is_schedulable(self, arch: str) -> bool:
         """True when the cluster may run ``arch`` (an empty schedulable list allows any)."""

@@ -242,6 +242,14 @@ def _source(ns: argparse.Namespace, flag: Flag, value: object) -> str:
     return repr(text)
 
 
+def parse_text(flag: Flag, text: str) -> Any:
+    """``flag``'s value parsed from ``text`` outside argparse (a library caller); raises :class:`InvalidSettings`."""
+    try:
+        return flag.kind(text)
+    except ValueError as exc:
+        raise InvalidSettings(f"{flag.name}: {_problem(flag, text, exc)}") from None
+
+
 def usage_error(ns: argparse.Namespace, flag: Flag, problem: str) -> InvalidSettings:
     """A problem found after parsing, phrased like argparse's: ``argument --x: '<value>' <problem>``."""
     return InvalidSettings(f"argument {flag.name}: {_source(ns, flag, getattr(ns, flag.dest, None))} {problem}")
