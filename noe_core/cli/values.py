@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeVar
 from noe_core.errors import InvalidSettings
 from noe_core.hostmatch import parse_image_patterns, parse_patterns
 from noe_core.platform import normalize_os
-from noe_core.registry_settings import RegistryProxy, parse_go_duration, parse_registry_proxies
+from noe_core.registry_settings import RegistryProxy, parse_duration, parse_registry_proxies
 from noe_core.settings import (
     ArchToleration,
     is_arch_name,
@@ -103,22 +103,19 @@ class Integer:
 
 @dataclass(frozen=True)
 class Duration:
-    """Seconds as a number (``3600``) or a Go duration (``1h``, ``30s``, ``1h30m``), as the Go Noe's flags."""
+    """Seconds as a number (``3600``) or a Go duration (``1h``, ``30s``, ``1h30m``), as the Go Noe's flags.
+
+    The reading is :func:`~noe_core.registry_settings.parse_duration`'s (also used for the credential
+    provider's cache durations); only its wording is adapted.
+    """
 
     metavar: str = "DURATION"
 
     def __call__(self, text: str) -> float:
-        value = text.strip()
         try:
-            seconds = float(value)
-        except ValueError:
-            try:
-                seconds = parse_go_duration(value)
-            except ValueError:
-                raise BadValue("is not a duration: use seconds (3600) or Go syntax (1h, 30s, 1h30m)") from None
-        if not 0 <= seconds < math.inf:
-            raise BadValue("must be a finite, non-negative duration")
-        return seconds
+            return parse_duration(text, "")
+        except InvalidSettings as exc:
+            raise BadValue(str(exc).strip().removeprefix(repr(text)).strip()) from None
 
 
 @dataclass(frozen=True)
