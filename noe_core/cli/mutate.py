@@ -23,7 +23,18 @@ from typing import Any, TextIO
 import yaml
 
 from noe_core.admission import AdmissionRequest, admit, parse_admission_review
-from noe_core.cli.options import add_option
+from noe_core.cli.flags import (
+    EXPLAIN,
+    FILENAME,
+    LOOKUP_TIMEOUT,
+    MUTATE_NAMESPACE,
+    OPERATION,
+    OUTPUT,
+    PATCH,
+    PLATFORMS,
+    add_flags,
+    require,
+)
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
 from noe_core.lookup import Inspect, LookupResult, Lookups
@@ -73,22 +84,9 @@ def add_mutate_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-f", "--filename", required=True, metavar="FILE",
-                        help="YAML or JSON file holding the object(s); '-' reads standard input")
-    parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
-                        help="output format (default: yaml)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--patch", action="store_true", help="print the RFC 6902 JSONPatch instead of the object")
-    mode.add_argument("--explain", action="store_true", help="print the decision and the reasons for it")
-    parser.add_argument("--platforms", metavar="PLATFORMS.json",
-                        help="file mapping each image (as written in the pod, or a glob) to its platforms "
-                             "or to {\"error\": reason}; with it nothing touches the network")
-    parser.add_argument("--namespace", default=None,
-                        help="namespace of objects that carry none (default: 'default')")
-    parser.add_argument("--operation", default="CREATE", choices=("CREATE", "UPDATE"),
-                        help="admission operation to simulate for bare objects (default: CREATE)")
-    add_option(parser, "--lookup-timeout", default="10",
-               help="seconds allowed for the registry lookups of one object (without --platforms)")
+    add_flags(parser, (FILENAME, OUTPUT))
+    add_flags(parser.add_mutually_exclusive_group(), (PATCH, EXPLAIN))
+    add_flags(parser, (PLATFORMS, MUTATE_NAMESPACE, OPERATION, LOOKUP_TIMEOUT))
     add_policy_arguments(parser)
     # Registry flags are added only when the registry client is available (it is part of noe_core).
     from noe_core.cli.registry_options import add_registry_arguments  # noqa: PLC0415
@@ -249,22 +247,25 @@ def render(outcome: Outcome, ns: argparse.Namespace) -> Any:
 
 
 def _make_inspector(ns: argparse.Namespace) -> Inspector:
-    """Static platforms when ``--platforms`` is given (no network), else the registry."""
+    """Static platforms when ``--platforms`` is given (no network), else the registry.
+
+    The registry flags are checked either way: a bad one is an error even when ``--platforms`` makes it unused.
+    """
+    from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
     from noe_core.inspection import ImageInspector  # noqa: PLC0415
 
-    if ns.platforms:
+    registry_settings = registry_settings_from_args(ns)
+    keychain = node_keychain_from_args(ns)
+    platforms = require(ns, PLATFORMS)
+    if platforms is not None:
         from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
 
-        return ImageInspector(static=StaticPlatforms.load(ns.platforms)).inspector()
-    from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
+        return ImageInspector(static=StaticPlatforms.load(platforms)).inspector()
     from noe_core.resolver import Resolver  # noqa: PLC0415
     from noe_core.transport import make_session  # noqa: PLC0415
 
-    registry_settings = registry_settings_from_args(ns)
-    resolver = Resolver(
-        make_session(registry_settings), settings=registry_settings, keychain=node_keychain_from_args(ns)
-    )
-    return ImageInspector(resolver=resolver).inspector(timeout=float(ns.lookup_timeout))
+    resolver = Resolver(make_session(registry_settings), settings=registry_settings, keychain=keychain)
+    return ImageInspector(resolver=resolver).inspector(timeout=ns.lookup_timeout)
 
 
 def run_mutate(ns: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
