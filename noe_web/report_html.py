@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 import pygal
 from markupsafe import Markup
+from pygal.etree import etree as pygal_etree
 from pygal.style import Style
 
 from noe_core.report import Report, Totals
@@ -21,13 +22,23 @@ from noe_web.report import human_bytes, human_cores, percent
 
 RUNNABLE, BLOCKED, UNKNOWN = "#2e7d32", "#c62828", "#9e9e9e"
 _FONT = "system-ui, -apple-system, 'Segoe UI', 'DejaVu Sans', Arial, sans-serif"
-_MAX_NAMESPACES = 30
+_MAX_NAMESPACES = 40
 _IMAGE_LABEL = 56
 
 
 def _svg(chart: Any) -> Markup:
-    """The chart as inline SVG. pygal builds it with an XML tree, which escapes every label and title."""
-    return Markup(chart.render(is_unicode=True))  # noqa: S704 - escaped by pygal's XML serialiser
+    """The chart as inline SVG, without scripts.
+
+    pygal always embeds a ``<script>`` holding its tooltip configuration; with its
+    tooltip script off it does nothing, so it is taken out of the tree. The XML
+    serialiser escapes every label and title, which makes the result safe markup.
+    """
+    tree = chart.render_tree()
+    for parent in tree.iter():
+        for child in list(parent):
+            if isinstance(child.tag, str) and child.tag.rsplit("}", 1)[-1] == "script":
+                parent.remove(child)
+    return Markup(pygal_etree.tostring(tree, encoding="unicode"))  # noqa: S704 - escaped by the XML serialiser
 
 
 def _style(*colors: str) -> Style:
@@ -63,6 +74,7 @@ def _common(height: int) -> dict[str, Any]:
         "show_y_guides": False,
         "print_values": False,
         "truncate_label": _IMAGE_LABEL,
+        "truncate_legend": -1,
         "margin": 12,
     }
 
@@ -85,7 +97,7 @@ def namespace_chart(report: Report, arch: str) -> Markup:
     unknown = [(t.all.cpu_millis - t.runnable[arch].cpu_millis - t.blocked[arch].cpu_millis) / 1000 for _, t in shown]
     chart.add(f"runnable on {arch}", runnable)
     chart.add("blocked by an image", blocked)
-    chart.add("unknown (image not inspected)", unknown)
+    chart.add("unknown (an image not inspected)", unknown)
     return _svg(chart)
 
 
