@@ -163,7 +163,7 @@ def _kubeconfig(ns: argparse.Namespace, environ: Mapping[str, str]) -> Path | No
     first = next((p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p), "")
     if first:
         return Path(first).expanduser()
-    default = Path.home() / ".kube" / "config"
+    default = Path(environ.get("HOME") or Path.home()) / ".kube" / "config"
     return default if default.is_file() else None
 
 
@@ -470,7 +470,8 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
     images = list(dict.fromkeys(image for pod in inventory.pods for image in pod.images))
     with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="noe-lookup") as pool:
         inspector = _inspector(ns, pool)
-        keychains = _image_keychains(inventory.pods, reader)
+        # Pull secrets matter only to registry lookups: with --platforms none is read.
+        keychains = _image_keychains(inventory.pods, reader if inspector.resolver is not None else None)
         if reader is not None:
             _say(err, reader.notes)
         update, close = _progress_bar(len(images), err)
