@@ -204,8 +204,9 @@ def test_seven_shapes_public_and_private_by_tag_and_digest(
     manifest_list = token_pushed_images["docker-manifest-list"]
     assert images[manifest_list.by_digest]["architectures"] == ["amd64", "arm", "arm64", "ppc64le", "s390x"]
     assert rows["no-secret"]["status"] == {"amd64": "unknown", "arm64": "unknown"}
-    assert f"cannot inspect {lone.reference}: registry {token_registry.host} refused access" in rows["no-secret"]["error"]
-    assert "(HTTP 401) after trying anonymous access" in rows["no-secret"]["error"]
+    refusal = rows["no-secret"]["error"]
+    assert f"cannot inspect {lone.reference}: registry {token_registry.host} refused access" in refusal
+    assert "(HTTP 401) after trying anonymous access" in refusal
     assert rows["missing-secret"]["status"] == {"amd64": "runnable", "arm64": "runnable"}
     assert "imagePullSecret other/gone not found; its images are read without it" in err
     secret_reads = [r.path for r in api.requests_snapshot() if "/secrets/" in r.path]
