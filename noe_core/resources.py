@@ -24,6 +24,7 @@ from typing import Any
 
 from noe_core.errors import InvalidObject
 from noe_core.quantity import millis, parse_quantity, units
+from noe_core.workload import _mapping  # the one reader of pod-spec objects (null reads as empty)
 
 RESOURCES = ("cpu", "memory")
 
@@ -40,14 +41,6 @@ class PodRequests:
 
 
 _Amounts = dict[str, Decimal]
-
-
-def _mapping(value: object, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidObject(f"{path} must be an object, not {type(value).__name__}")
-    return value
 
 
 def _amounts(resources: object, path: str) -> _Amounts:
