@@ -9,7 +9,6 @@ that truth alone, without noe code.
 from __future__ import annotations
 
 import fcntl
-import io
 import json
 import os
 import pty
@@ -24,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from noe_web.cli import main
 from tests.support.cluster import ARCHS, TrueWorkload, Truth, generate
+from tests.test_mutate_cli import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMORY_BOUND_MB = 400
@@ -37,17 +36,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Truth
 
 
 def run(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    old = sys.stdin, sys.stdout, sys.stderr
-    sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), out, err
-    try:
-        try:
-            code = main(argv)
-        except SystemExit as exc:  # argparse usage errors
-            code = int(exc.code or 0)
-    finally:
-        sys.stdin, sys.stdout, sys.stderr = old
-    return code, out.getvalue(), err.getvalue()
+    """``noe`` in-process: exit status, standard output, standard error."""
+    return run_cli(*argv, stdin=stdin)
 
 
 # ------------------------------------------------------------------ the independent computation
