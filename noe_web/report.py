@@ -319,7 +319,7 @@ def human_bytes(value: int) -> str:
     amount = float(value)
     for unit in ("", "Ki", "Mi", "Gi", "Ti", "Pi"):
         if amount < 1024 or unit == "Pi":
-            return f"{amount:.0f}{unit}" if unit == "" else f"{amount:.1f}{unit}"
+            return f"{amount:.0f}{unit}" if amount == int(amount) else f"{amount:.1f}{unit}"
         amount /= 1024
     return f"{value}"  # pragma: no cover - the loop always returns
 
@@ -488,7 +488,7 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         out.write(render_table(report, top=ns.top))
     if ns.html:
         generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        page = render_html(report, source=inventory.source, generated=generated, top=ns.top or 10)
+        page = render_html(report, source=inventory.source, generated=generated, top=ns.top)
         try:
             Path(ns.html).write_text(page, encoding="utf-8")
         except OSError as exc:
