@@ -264,3 +264,16 @@ def test_progress_bar_only_on_a_terminal(cluster: tuple[Path, Path, Truth]) -> N
     count = len({image for w in truth.workloads.values() for image in w.images})
     assert b"noe report: images" in seen, seen[-300:]
     assert f"0/{count} ".encode() in seen, seen[-300:]  # the bar, with the number of images to look up
+
+
+def test_html_without_the_report_extra_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pygal", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "noe_web.report_html", raising=False)
+    path, platforms = tmp_path / "pod.json", tmp_path / "p.json"
+    path.write_text(json.dumps(_pod("x", "a:1")))
+    platforms.write_text(json.dumps({"a:1": ["linux/amd64"]}))
+    code, out, err = run(["report", "-f", str(path), "--platforms", str(platforms), "--html", str(tmp_path / "r.html")])
+    assert code == 2 and out == ""
+    assert err == "noe report: needs the report extra: pip install 'noe-webhook[report]' (module pygal is missing)\n"
