@@ -300,6 +300,19 @@ def _view(image: str, lookups: Lookups, settings: PolicySettings) -> _ImageView:
                       unusable=entries.unusable)
 
 
+def image_architectures(image: str, lookups: Lookups, settings: PolicySettings) -> frozenset[str] | LookupFailure:
+    """Rule 4 for one image, for callers other than :func:`decide` (``noe report``).
+
+    The architectures the image offers on the system OS and the schedulable list,
+    or a :class:`LookupFailure` saying why it cannot be inspected (the same reasons
+    :func:`decide` leaves an image out for).
+    """
+    view = _view(image, lookups, settings)
+    if view.archs is None:
+        return LookupFailure(view.failure or "not inspected")
+    return view.archs
+
+
 def _deny_message(views: Sequence[_ImageView], settings: PolicySettings) -> str:
     """Rule 6: list every image with the architectures it offers, so the user sees the conflict."""
     scope = f"OS {settings.system_os}"
