@@ -30,7 +30,7 @@ from noe_core.owners import Owners, Workload
 from noe_core.policy import image_architectures
 from noe_core.resources import PodRequests, pod_requests
 from noe_core.settings import PolicySettings
-from noe_core.workload import POD, images_of, pod_spec_view
+from noe_core.workload import POD, read_workload
 
 Status = Literal["runnable", "blocked", "unknown"]
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -58,22 +58,15 @@ def read_pod(pod: Mapping[str, Any], owners: Owners) -> PodEntry:
     meta = pod["metadata"]
     label = f"Pod {workload.namespace}/{meta['name']}"
     try:
-        images = tuple(images_of(dict(pod), POD))
-        spec = pod_spec_view(pod, POD)
-        requests = pod_requests(spec)
+        view = read_workload(pod, POD)
+        requests = pod_requests(view.spec)
     except InvalidObject as exc:
         raise InvalidObject(f"{label}: {exc}") from None
     status = pod.get("status")
     phase = status.get("phase") if isinstance(status, Mapping) else None
-    secrets: dict[str, None] = {}
-    entries = spec.get("imagePullSecrets")
-    for entry in entries if isinstance(entries, list) else ():
-        name = entry.get("name") if isinstance(entry, Mapping) else None
-        if isinstance(name, str) and name:
-            secrets.setdefault(name, None)
     return PodEntry(
-        workload.namespace, str(meta["name"]), workload, images, requests, phase not in FINISHED_PHASES,
-        tuple(secrets),
+        workload.namespace, str(meta["name"]), workload, view.images, requests, phase not in FINISHED_PHASES,
+        view.pull_secrets,
     )
 
 

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from noe_core.errors import InvalidObject
+from noe_core.fields import array, mapping
 from noe_core.quantity import millis, parse_quantity, units
-from noe_core.workload import _mapping  # the one reader of pod-spec objects (null reads as empty)
 
 RESOURCES = ("cpu", "memory")
 
@@ -45,9 +44,9 @@ _Amounts = dict[str, Decimal]
 
 def _amounts(resources: object, path: str) -> _Amounts:
     """``requests`` of a ``resources`` block, falling back to ``limits`` per resource."""
-    block = _mapping(resources, path)
-    requests = _mapping(block.get("requests"), f"{path}.requests")
-    limits = _mapping(block.get("limits"), f"{path}.limits")
+    block = mapping(resources, path)
+    requests = mapping(block.get("requests"), f"{path}.requests")
+    limits = mapping(block.get("limits"), f"{path}.limits")
     out: _Amounts = {}
     for name in RESOURCES:
         if name in requests:
@@ -69,12 +68,8 @@ def _keep_max(total: _Amounts, other: _Amounts) -> None:
 
 
 def _containers(spec: Mapping[str, Any], field: str, path: str) -> list[Mapping[str, Any]]:
-    items = spec.get(field)
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise InvalidObject(f"{path}.{field} must be a list, not {type(items).__name__}")
-    return [_mapping(item, f"{path}.{field}[{index}]") for index, item in enumerate(items)]
+    items = array(spec.get(field), f"{path}.{field}")
+    return [mapping(item, f"{path}.{field}[{index}]") for index, item in enumerate(items)]
 
 
 def pod_requests(spec: Mapping[str, Any], path: str = "spec") -> PodRequests:
@@ -95,10 +90,10 @@ def pod_requests(spec: Mapping[str, Any], path: str = "spec") -> PodRequests:
             _add(while_running, sidecars)
             _keep_max(largest_init, while_running)
     _keep_max(total, largest_init)
-    pod_level = _amounts({"requests": _mapping(spec.get("resources"), f"{path}.resources").get("requests")},
+    pod_level = _amounts({"requests": mapping(spec.get("resources"), f"{path}.resources").get("requests")},
                          f"{path}.resources")
     total.update(pod_level)
-    overhead = _mapping(spec.get("overhead"), f"{path}.overhead")
+    overhead = mapping(spec.get("overhead"), f"{path}.overhead")
     _add(total, {name: parse_quantity(overhead[name], f"{path}.overhead.{name}")
                  for name in RESOURCES if name in overhead})
     return PodRequests(millis(total.get("cpu", Decimal(0))), units(total.get("memory", Decimal(0))))

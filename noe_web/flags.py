@@ -16,12 +16,14 @@ from noe_core.cli.values import (
     LOG_LEVEL,
     BadValue,
     Boolean,
+    Choice,
     DnsName,
     ExistingDir,
     ExistingFile,
     FilePath,
     Integer,
     Seconds,
+    Text,
 )
 
 DEFAULT_BIND = "0.0.0.0:8443"
@@ -113,3 +115,22 @@ FORCE = Flag("--force", Boolean(), action="switch", help="issue a new certificat
 
 CERTS_FLAGS = (CERTS_NAMESPACE, SERVICE, SECRET, WEBHOOK_CONFIG, CLUSTER_DOMAIN, VALIDITY_DAYS, CA_VALIDITY_DAYS,
                RENEW_BEFORE_DAYS, FORCE, KUBECONFIG)
+
+
+# --- noe report ---------------------------------------------------------------------------------------------
+
+REPORT_FILENAME = Flag(
+    "--filename", Text("FILE"), short="-f", env=False,
+    help="Pods as `kubectl get pods -A -o json` prints them (JSON or YAML, several documents allowed); "
+         "'-' reads standard input; default: the live cluster")
+REPORT_NAMESPACE = Flag(
+    "--namespace", DnsName(allow_empty=True, metavar="NS"), short="-n", env=False, default="",
+    help="read only this namespace of the live cluster (default: all)")
+API_TIMEOUT = Flag("--api-timeout", Seconds(0, 300, above=True), default="30",
+                   help="seconds allowed for each Kubernetes API request")
+CONCURRENCY = Flag("--concurrency", Integer(1, 256), default="8", help="registry lookups run at the same time")
+REPORT_OUTPUT = Flag("--output", Choice(("table", "json")), short="-o", env=False, default="table",
+                     help="standard output format")
+HTML = Flag("--html", FilePath("FILE"), env=False, default="",
+            help="also write a self-contained HTML page to FILE")
+TOP = Flag("--top", Integer(0, 10_000), env=False, default="10", help="blocking images listed per architecture")

@@ -50,10 +50,20 @@ from noe_core import (
     PolicySettings,
     StaticPlatforms,
 )
-from noe_core.cli.options import add_option
+from noe_core.cli.flags import LOOKUP_TIMEOUT, PLATFORMS, add_flags, require
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.owners import INTERMEDIATE_KINDS, Owners
 from noe_core.report import DEFAULT_ARCHITECTURES, PodEntry, Report, build_report, cores, read_pod
+from noe_web.flags import (
+    API_TIMEOUT,
+    CONCURRENCY,
+    HTML,
+    KUBECONFIG,
+    REPORT_FILENAME,
+    REPORT_NAMESPACE,
+    REPORT_OUTPUT,
+    TOP,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -71,27 +81,9 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    source = parser.add_argument_group("input")
-    source.add_argument("-f", "--filename", metavar="FILE",
-                        help="Pods as `kubectl get pods -A -o json` prints them (JSON or YAML, several "
-                             "documents allowed); '-' reads standard input; default: the live cluster")
-    add_option(source, "--kubeconfig", default="",
-               help="kubeconfig of the cluster to read; default $KUBECONFIG, ~/.kube/config, then in-cluster")
-    source.add_argument("-n", "--namespace", default="",
-                        help="read only this namespace of the live cluster (default: all)")
-    add_option(source, "--api-timeout", default="30", help="seconds allowed for each Kubernetes API request")
-    images = parser.add_argument_group("images")
-    images.add_argument("--platforms", metavar="PLATFORMS.json",
-                        help="file mapping each image (or glob) to its platforms or {\"error\": reason}, as "
-                             "for noe mutate; with it nothing touches a registry")
-    add_option(images, "--lookup-timeout", default="30", help="seconds allowed for each image's registry lookup")
-    add_option(images, "--concurrency", default="8", help="registry lookups run at the same time")
-    output = parser.add_argument_group("output")
-    output.add_argument("-o", "--output", choices=("table", "json"), default="table",
-                        help="standard output format (default: table)")
-    output.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page to FILE")
-    output.add_argument("--top", type=int, default=10, metavar="N",
-                        help="blocking images listed per architecture (default: 10)")
+    add_flags(parser.add_argument_group("input"), (REPORT_FILENAME, KUBECONFIG, REPORT_NAMESPACE, API_TIMEOUT))
+    add_flags(parser.add_argument_group("images"), (PLATFORMS, LOOKUP_TIMEOUT, CONCURRENCY))
+    add_flags(parser.add_argument_group("output"), (REPORT_OUTPUT, HTML, TOP))
     add_policy_arguments(parser)
     # The registry client is part of noe_core; its flags are the ones noe serve takes.
     from noe_core.cli.registry_options import add_registry_arguments  # noqa: PLC0415
@@ -158,23 +150,14 @@ def pods_from_file(filename: str, stdin: TextIO) -> Inventory:
 
 def _kubeconfig(ns: argparse.Namespace, environ: Mapping[str, str]) -> Path | None:
     """``--kubeconfig``, else the first ``$KUBECONFIG`` entry, else ``~/.kube/config`` when it exists."""
-    if ns.kubeconfig:
-        return Path(ns.kubeconfig).expanduser()
+    given = require(ns, KUBECONFIG)
+    if given is not None:
+        return given.expanduser()
     first = next((p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p), "")
     if first:
         return Path(first).expanduser()
     default = Path(environ.get("HOME") or Path.home()) / ".kube" / "config"
     return default if default.is_file() else None
-
-
-def _positive(value: str, flag: str, *, integer: bool = False) -> float:
-    try:
-        number = int(value) if integer else float(value)
-    except (TypeError, ValueError):
-        raise InvalidSettings(f"{flag} {value!r} is not {'an integer' if integer else 'a number'}") from None
-    if not number > 0 or number == float("inf"):
-        raise InvalidSettings(f"{flag} {value!r} must be above 0")
-    return number
 
 
 @dataclass
@@ -283,14 +266,17 @@ def inspect_images(
 
 
 def _inspector(ns: argparse.Namespace, pool: concurrent.futures.Executor) -> ImageInspector:
-    if ns.platforms:
-        return ImageInspector(static=StaticPlatforms.load(ns.platforms))
     from noe_core import Resolver  # noqa: PLC0415
     from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
     from noe_core.transport import make_session  # noqa: PLC0415
 
+    # Registry flags are checked even with --platforms: a bad one is an error, never silently ignored.
     settings = registry_settings_from_args(ns)
-    resolver = Resolver(make_session(settings), settings=settings, keychain=node_keychain_from_args(ns))
+    keychain = node_keychain_from_args(ns)
+    platforms = require(ns, PLATFORMS)
+    if platforms is not None:
+        return ImageInspector(static=StaticPlatforms.load(platforms))
+    resolver = Resolver(make_session(settings), settings=settings, keychain=keychain)
     return ImageInspector(resolver=resolver, executor=pool)
 
 
@@ -449,10 +435,9 @@ def run_report(
 
 def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, environ: Mapping[str, str]) -> int:
     settings, archs = _settings(ns)
-    timeout = _positive(ns.lookup_timeout, "--lookup-timeout")
-    concurrency = int(_positive(ns.concurrency, "--concurrency", integer=True))
-    if ns.top < 0:
-        raise InvalidSettings(f"--top {ns.top} must be 0 or more")
+    timeout: float = ns.lookup_timeout
+    concurrency: int = ns.concurrency
+    require(ns, KUBECONFIG)  # a bad one is an error even when -f means it is not read
     if ns.html:
         from noe_web.report_html import render_html  # noqa: PLC0415 - fail on a missing extra before any work
     reader: ClusterReader | None = None
@@ -464,7 +449,7 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         config = discover(_kubeconfig(ns, environ), environ)
         if config is None:
             raise InvalidSettings("no Kubernetes API: give --kubeconfig, set $KUBECONFIG, or read a file with -f")
-        reader = ClusterReader(KubeClient(config, timeout=_positive(ns.api_timeout, "--api-timeout")), ns.namespace)
+        reader = ClusterReader(KubeClient(config, timeout=ns.api_timeout), ns.namespace)
         inventory = reader.inventory()
     _say(err, inventory.notes)
     images = list(dict.fromkeys(image for pod in inventory.pods for image in pod.images))

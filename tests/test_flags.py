@@ -36,6 +36,7 @@ BASE: dict[str, list[str]] = {
     "inspect": ["127.0.0.1:9/x/y:1"],
     "serve": ["--bind=127.0.0.1:0", "--metrics-addr="],
     "certs": ["--namespace=default"],
+    "report": ["--filename=examples/pod.yaml", "--platforms=examples/platforms.json"],
 }
 
 
@@ -45,13 +46,18 @@ def base_args(command: str, flag: str) -> list[str]:
 # Flags whose value no text can make wrong: the command reads them itself.
 FREE_TEXT = {
     ("mutate", "--filename"),  # read by the command: 'cannot read FILE' (tests/test_mutate_cli.py)
+    ("report", "--filename"),  # likewise (tests/test_report.py)
+    ("report", "--html"),  # written by the command: 'cannot write it'
     ("mutate", "--docker-config"), ("inspect", "--docker-config"), ("serve", "--docker-config"),
+    ("report", "--docker-config"),
     ("mutate", "--containerd-config"), ("inspect", "--containerd-config"), ("serve", "--containerd-config"),
+    ("report", "--containerd-config"),
     ("serve", "--state-dir"),  # created when missing
     ("serve", "--control-socket"),  # created by gunicorn
 }
 # Option names two commands use for different settings, each declared once per meaning.
-HOMONYMS = {"--namespace"}  # mutate: namespace of bare objects; certs: namespace of the Service and Secret
+HOMONYMS = {"--namespace", "--output", "--filename"}  # mutate: namespace of bare objects; certs: of the Service
+# and Secret; report: the one namespace to read. --output and --filename: each command's own formats and inputs.
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -177,9 +183,9 @@ def test_every_bad_value_is_one_usage_line(monkeypatch: pytest.MonkeyPatch, comm
 
 
 def test_every_command_and_kind_is_covered() -> None:
-    """The walk reaches all four commands, and each takes flags of several kinds on both paths."""
+    """The walk reaches all five commands, and each takes flags of several kinds on both paths."""
     commands = {c for c, _, _, _ in CASES}
-    assert commands == {"mutate", "inspect", "serve", "certs"}
+    assert commands == {"mutate", "inspect", "serve", "certs", "report"}
     assert sum(1 for _, _, a, _ in CASES if a) > 100
     assert sum(1 for _, _, _, e in CASES if e) > 100
 

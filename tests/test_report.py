@@ -220,8 +220,9 @@ def test_schedulable_archs_and_system_os_are_the_webhooks_flags(tmp_path: Path) 
         (json.dumps(_pod("x", "a:1") | {"spec": {"containers": [{"image": "a", "resources": {
             "requests": {"memory": "12 GB"}}}]}}), [], "Pod shop/x: spec.containers[0].resources.requests.memory"),
         (json.dumps({"kind": "Pod", "metadata": {}}), [], "a Pod has no metadata.name"),
-        (json.dumps(_pod("x", "a:1")), ["--concurrency", "0"], "--concurrency '0' must be above 0"),
-        (json.dumps(_pod("x", "a:1")), ["--platforms", "/nonexistent.json"], "cannot read platforms file"),
+        (json.dumps(_pod("x", "a:1")), ["--concurrency", "0"], "argument --concurrency: '0' must be from 1 to 256"),
+        (json.dumps(_pod("x", "a:1")), ["--platforms", "/nonexistent.json"],
+         "--platforms: '/nonexistent.json' is not an existing file"),
         (json.dumps(_pod("x", "a:1")), ["--cluster-schedulable-archs", "arm 64"], "--cluster-schedulable-archs"),
     ],
 )
