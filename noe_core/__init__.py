@@ -8,7 +8,7 @@ here that speaks HTTP, over a ``requests.Session`` the caller hands in.
 from __future__ import annotations
 
 from noe_core import testing
-from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
+from noe_core.admission import Admission, AdmissionRequest, admit, parse_admission_review, review_response
 from noe_core.deadline import Deadline
 from noe_core.errors import (
     AuthError,
@@ -26,19 +26,21 @@ from noe_core.errors import (
 )
 from noe_core.inspection import ImageInspector
 from noe_core.keychain import Credential, Keychain, MultiKeychain
-from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure, Lookups
+from noe_core.lookup import ImagePlatforms, Inspect, Lookup, LookupFailure, LookupRequest, LookupResult, Lookups, fixed
 from noe_core.manifest import Descriptor, ImageManifest, Index, MediaType, parse_config, parse_manifest
 from noe_core.patch import apply_patch, make_patch
 from noe_core.platform import Platform, parse_platform
 from noe_core.platforms_file import StaticPlatforms
-from noe_core.policy import Decision, decide, images_to_inspect
+from noe_core.policy import Decision, decide, images_to_inspect, place
 from noe_core.reference import Reference, parse_reference
 from noe_core.registry_settings import RegistrySettings
 from noe_core.resolver import ImageInfo, ResolvedPlatform, Resolver, resolve_platforms
 from noe_core.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
+from noe_core.workload import Workload, read_workload
 
 __all__ = [
     "PREFERRED_ARCH_LABEL",
+    "Admission",
     "AdmissionRequest",
     "ArchToleration",
     "AuthError",
@@ -53,6 +55,7 @@ __all__ = [
     "ImageManifest",
     "ImagePlatforms",
     "Index",
+    "Inspect",
     "InvalidInput",
     "InvalidObject",
     "InvalidPlatform",
@@ -61,6 +64,8 @@ __all__ = [
     "Keychain",
     "Lookup",
     "LookupFailure",
+    "LookupRequest",
+    "LookupResult",
     "Lookups",
     "ManifestError",
     "MediaType",
@@ -75,8 +80,11 @@ __all__ = [
     "Resolver",
     "StaticPlatforms",
     "UnsupportedManifest",
+    "Workload",
+    "admit",
     "apply_patch",
     "decide",
+    "fixed",
     "images_to_inspect",
     "make_patch",
     "parse_admission_review",
@@ -84,6 +92,8 @@ __all__ = [
     "parse_manifest",
     "parse_platform",
     "parse_reference",
+    "place",
+    "read_workload",
     "resolve_platforms",
     "review_response",
     "testing",
