@@ -10,8 +10,8 @@ whose images are all answered at once (a warm cache):
 * ``review``  — :meth:`noe_web.admission_service.AdmissionService.review`: ``admit`` plus what the
   webhook adds (deadline, metrics, one log line), lookups from ``--image-platforms``;
 
-each as the median of ROUNDS timed calls (best of 5 repeats), and the ratios admit/json and
-review/json. On a checkout that predates ``admit`` it times the older path (images_to_inspect,
+each as the median of ROUNDS timed calls, and the ratios admit/json and review/json (the median
+of 7 rounds' ratios). On a checkout that predates ``admit`` it times the older path (images_to_inspect,
 decide, review_response), so the same file gives the "before" figure.
 """
 
@@ -48,15 +48,12 @@ def _review_bytes() -> bytes:
 
 
 def _median_us(fn: Callable[[], Any], rounds: int) -> float:
-    best = float("inf")
-    for _ in range(5):
-        samples = []
-        for _ in range(rounds):
-            start = time.perf_counter_ns()
-            fn()
-            samples.append(time.perf_counter_ns() - start)
-        best = min(best, statistics.median(samples))
-    return best / 1000
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1000
 
 
 def _admit_callable(settings: PolicySettings) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -107,15 +104,24 @@ def main() -> None:
     assert answer["response"]["allowed"] and "patch" in answer["response"], answer
     assert review(json.loads(body))["response"] == answer["response"]
 
-    # Neither admit nor review edits the document, so both are timed on one decoded copy.
-    json_us = _median_us(lambda: json.dumps(json.loads(body)), rounds)
-    admit_us = _median_us(lambda: admit(doc), rounds)
-    review_us = _median_us(lambda: review(doc), rounds)
+    # Neither admit nor review edits the document, so both are timed on one decoded copy. The three are
+    # timed in turn, 7 times, and each ratio is the median of the 7 taken a moment apart: a shared
+    # machine's load then weighs on both sides of a ratio alike.
+    times: dict[str, list[float]] = {"json": [], "admit": [], "review": []}
+    for _ in range(7):
+        times["json"].append(_median_us(lambda: json.dumps(json.loads(body)), rounds))
+        times["admit"].append(_median_us(lambda: admit(doc), rounds))
+        times["review"].append(_median_us(lambda: review(doc), rounds))
+
+    def ratio(name: str) -> float:
+        return statistics.median(t / j for t, j in zip(times[name], times["json"], strict=True))
+
     label = "admit" if hasattr(admission_module, "admit") else "decide (before admit)"
-    print(f"3-container pod, warm lookups, median of {rounds} calls (best of 5), {len(body)} bytes of JSON")
-    print(f"{'json.loads + json.dumps':34} {json_us:8.1f} us")
-    print(f"{label:34} {admit_us:8.1f} us   x{admit_us / json_us:.2f} of json")
-    print(f"{'AdmissionService.review':34} {review_us:8.1f} us   x{review_us / json_us:.2f} of json")
+    print(f"3-container pod, warm lookups, medians of {rounds} calls, 7 rounds, {len(body)} bytes of JSON")
+    print(f"{'json.loads + json.dumps':34} {statistics.median(times['json']):8.1f} us")
+    print(f"{label:34} {statistics.median(times['admit']):8.1f} us   x{ratio('admit'):.2f} of json")
+    review_us = statistics.median(times["review"])
+    print(f"{'AdmissionService.review':34} {review_us:8.1f} us   x{ratio('review'):.2f} of json")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ def mapping(
     value: object, path: str, *, required: bool = False, error: ErrorType = InvalidObject
 ) -> Mapping[str, Any]:
     """``value`` as an object; ``None`` reads as empty unless ``required``."""
+    if type(value) is dict:  # decoded JSON; the Mapping ABC check below is slow
+        return value
     if value is None:
         if required:
             raise error(f"{path} is missing")

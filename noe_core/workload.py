@@ -81,7 +81,7 @@ def check_depth(obj: object, limit: int = MAX_DEPTH) -> None:
 def _push(stack: list[tuple[Iterable[object], int]], value: object, depth: int, limit: int) -> None:
     if type(value) is list:
         children: Iterable[object] = value
-    elif isinstance(value, Mapping):
+    elif type(value) is dict or isinstance(value, Mapping):
         children = value.values()
     else:
         return
