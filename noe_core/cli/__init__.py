@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from noe_core.cli.options import go_style_argv
+from noe_core.version import installed_version
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -24,6 +25,7 @@ def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentPars
         prog="noe",
         description="Place Kubernetes pods on nodes whose CPU architecture every image supports.",
     )
+    parser.add_argument("--version", action="version", version=f"noe {installed_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_mutate_parser(subparsers)
     add_inspect_parser(subparsers)
