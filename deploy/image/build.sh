@@ -4,15 +4,16 @@
 # content: untracked files never reach the image).
 #
 #   deploy/image/build.sh [--base IMAGE] [--platform OS/ARCH] [--name NAME]
-#                         [--manifest LIST] [--source URL] [--pull POLICY]
+#                         [--source URL] [--pull POLICY]
 #   deploy/image/build.sh --print-build-args   # for docker buildx (see Dockerfile)
 #   deploy/image/build.sh --print-version
 #
 # The tag is NAME:VERSION (never `latest`); VERSION is setup.cfg's version (the
 # one place it is written) and the OCI labels version, revision (the git commit,
 # `-dirty` when tracked files differ from it), created and source (the git remote
-# `origin`, or --source) come from there. --manifest LIST adds the image to a
-# buildah manifest list (created when missing): build once per platform, then
+# `origin`, or --source) come from there. For several platforms, build once per
+# --platform (each with its own --name), then `buildah manifest create LIST`,
+# `buildah manifest add LIST IMAGE` for each, and
 # `buildah manifest push --all LIST docker://REGISTRY/noe:VERSION`.
 # Storage: buildah's defaults, or the containers-storage.conf that
 # CONTAINERS_STORAGE_CONF names (the tests use their own).
@@ -24,10 +25,10 @@ die() { echo "build.sh: $*" >&2; exit 2; }
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 
-base="" platform="" name="localhost/noe" manifest="" source="" pull="" print=""
+base="" platform="" name="localhost/noe" source="" pull="" print=""
 while [ $# -gt 0 ]; do
     case "$1" in
-        --base|--platform|--name|--manifest|--source|--pull)
+        --base|--platform|--name|--source|--pull)
             [ $# -ge 2 ] || die "$1 needs a value"
             declare "${1#--}=$2"; shift 2 ;;
         --print-build-args) print=args; shift ;;
@@ -41,6 +42,7 @@ version="$(sed -n 's/^version[[:space:]]*=[[:space:]]*\([^[:space:]]*\)[[:space:
 [ -n "$version" ] && [ "$(printf '%s\n' "$version" | wc -l)" -eq 1 ] \
     || die "setup.cfg: expected exactly one 'version = X' line under [metadata]"
 [ "$version" != latest ] || die "setup.cfg: version 'latest' is not a release version"
+if [ "$print" = version ]; then echo "$version"; exit 0; fi
 
 git rev-parse --git-dir > /dev/null 2>&1 || die "$root is not a git checkout: the revision label needs the commit"
 revision="$(git rev-parse HEAD)"
@@ -59,10 +61,7 @@ fi
 
 build_args=(--build-arg "VERSION=$version" --build-arg "REVISION=$revision"
             --build-arg "CREATED=$created" --build-arg "SOURCE=$source")
-case "$print" in
-    args) printf '%s\n' "${build_args[@]}"; exit 0 ;;
-    version) echo "$version"; exit 0 ;;
-esac
+if [ "$print" = args ]; then printf '%s\n' "${build_args[@]}"; exit 0; fi
 
 command -v buildah > /dev/null || die "buildah not found: apt-get install buildah (or python -m tests.support.system_deps)"
 
@@ -77,7 +76,6 @@ opts=(--storage-driver vfs build --isolation chroot --file "$context/Dockerfile"
       --iidfile "$context/.iid" "${build_args[@]}")
 [ -z "$base" ] || opts+=(--build-arg "BASE_IMAGE=$base")
 [ -z "$platform" ] || opts+=(--platform "$platform")
-[ -z "$manifest" ] || opts+=(--manifest "$manifest")
 [ -z "$pull" ] || opts+=("--pull=$pull")
 # pip in the build trusts what pip here trusts (a TLS-intercepting proxy's CA): a build secret.
 ca="${PIP_CERT:-${SSL_CERT_FILE:-}}"
