@@ -147,6 +147,22 @@ def test_one_version_source_everywhere() -> None:
     assert printed.stdout.strip() == version
 
 
+def test_build_script_prints_the_release_arguments_and_refuses_bad_ones() -> None:
+    """What docker buildx users pass (see the Dockerfile), and one-line errors for a wrong call."""
+    printed = subprocess.run([str(BUILD), "--print-build-args", "--source", FALLBACK_SOURCE],
+                             capture_output=True, text=True, check=True).stdout.split()
+    args = dict(value.split("=", 1) for flag, value in zip(printed[::2], printed[1::2], strict=True)
+                if flag == "--build-arg")
+    assert set(args) == {"VERSION", "REVISION", "CREATED", "SOURCE"}
+    assert args["VERSION"] == setup_cfg_version()
+    assert args["REVISION"].removesuffix("-dirty") == git("rev-parse", "HEAD")
+    assert args["SOURCE"] == FALLBACK_SOURCE
+    for argv, message in ((["--bogus"], "unknown argument '--bogus' (see --help)"),
+                          (["--base"], "--base needs a value")):
+        proc = subprocess.run([str(BUILD), *argv], capture_output=True, text=True, check=False)
+        assert proc.returncode == 2 and proc.stderr.splitlines() == [f"build.sh: {message}"]
+
+
 def test_build_refuses_a_version_that_is_not_installed(built: BuiltImage) -> None:
     """The Dockerfile checks its VERSION argument against what pip installed, so a label cannot lie."""
     ca = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")  # as build.sh passes it
