@@ -13,6 +13,7 @@ from typing import cast
 
 from noe_core.cli.flags import NoeArgumentParser
 from noe_core.cli.options import go_style_argv
+from noe_core.version import installed_version
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -26,6 +27,7 @@ def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentPars
         prog="noe",
         description="Place Kubernetes pods on nodes whose CPU architecture every image supports.",
     )
+    parser.add_argument("--version", action="version", version=f"noe {installed_version()}")
     # Subcommand parsers are NoeArgumentParsers too (argparse uses the parent's class); adders see the base type.
     subparsers = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",

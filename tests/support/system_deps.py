@@ -4,6 +4,8 @@
     skopeo            (Debian ``skopeo``: an independent client to compare against)
     htpasswd          (Debian ``apache2-utils``)
     chromium          (Debian ``chromium``: opens ``noe report --html`` pages headless)
+    buildah           (Debian ``buildah``: builds the Dockerfile without a daemon, tests/test_image.py)
+    debootstrap       (Debian ``debootstrap``: the local Debian base that image is built on)
 
 Does nothing, quickly, when all are on PATH. Otherwise runs ``apt-get update`` and
 ``apt-get install -y --no-install-recommends`` for the missing packages; exits 1 with a
@@ -26,6 +28,8 @@ PROGRAMS = {
     "skopeo": "skopeo",
     "htpasswd": "apache2-utils",
     "chromium": "chromium",
+    "buildah": "buildah",
+    "debootstrap": "debootstrap",
 }
 
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/usr/sbin"])
