@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from noe_core import testing
 from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
+from noe_core.credentials.keychain import Credential, Keychain, MultiKeychain
 from noe_core.deadline import Deadline
 from noe_core.errors import (
     AuthError,
@@ -24,8 +25,6 @@ from noe_core.errors import (
     RegistryError,
     UnsupportedManifest,
 )
-from noe_core.inspection import ImageInspector
-from noe_core.keychain import Credential, Keychain, MultiKeychain
 from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure, Lookups
 from noe_core.manifest import Descriptor, ImageManifest, Index, MediaType, parse_config, parse_manifest
 from noe_core.patch import apply_patch, make_patch
@@ -33,8 +32,9 @@ from noe_core.platform import Platform, parse_platform
 from noe_core.platforms_file import StaticPlatforms
 from noe_core.policy import Decision, decide, images_to_inspect
 from noe_core.reference import Reference, parse_reference
+from noe_core.registry.inspection import ImageInspector
+from noe_core.registry.resolver import ImageInfo, ResolvedPlatform, Resolver, resolve_platforms
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import ImageInfo, ResolvedPlatform, Resolver, resolve_platforms
 from noe_core.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
 
 __all__ = [

@@ -10,7 +10,7 @@ and serialises what comes back. Every step that can be slow is bounded by one
    forbidden → a warning and anonymous access) and the images resolved in
    parallel, each on its own thread; lookups still running at the deadline are
    abandoned and become ``LookupFailure("timed out after Ns")`` (shared with
-   ``noe mutate`` in :mod:`noe_core.inspection`), which the
+   ``noe mutate`` in :mod:`noe_core.registry.inspection`), which the
    policy turns into a warning (or a deny in a strict namespace);
 3. :func:`noe_core.policy.decide` and :func:`noe_core.admission.review_response`;
 4. Events are queued (never written on the request path, never on dry-run);
@@ -34,10 +34,10 @@ from typing import Any
 from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
 from noe_core.deadline import Deadline
 from noe_core.errors import InvalidObject, InvalidSettings
-from noe_core.inspection import ImageInspector, PlatformResolver
 from noe_core.lookup import Lookup, LookupFailure
 from noe_core.platforms_file import StaticPlatforms
 from noe_core.policy import Decision, acts_on, decide, images_to_inspect, limit_warning
+from noe_core.registry.inspection import ImageInspector, PlatformResolver
 from noe_core.settings import PolicySettings
 from noe_core.workload import pod_spec_view
 from noe_web.events import (
@@ -229,8 +229,8 @@ class AdmissionService:
                 "imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously"
             ))
             return None
-        from noe_core.dockerconfig import keychain_from_pull_secret  # noqa: PLC0415
-        from noe_core.keychain import MultiKeychain  # noqa: PLC0415
+        from noe_core.credentials.docker_config import keychain_from_pull_secret  # noqa: PLC0415
+        from noe_core.credentials.keychain import MultiKeychain  # noqa: PLC0415
 
         kube = self.kube
         budget = min(deadline.remaining() * _SECRET_SHARE, _SECRET_CAP)

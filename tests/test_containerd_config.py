@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from noe_core.containerd_config import keychain_from_containerd_config, keychain_from_containerd_toml
+from noe_core.credentials.containerd_config import keychain_from_containerd_config, keychain_from_containerd_toml
+from noe_core.credentials.keychain import Keychain
 from noe_core.errors import InvalidSettings
-from noe_core.keychain import Keychain
 from noe_core.reference import parse_reference
 
 SECRET = "c0ntainerd-s3cret"

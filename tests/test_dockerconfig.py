@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from noe_core.dockerconfig import (
+from noe_core.credentials.docker_config import (
     keychain_from_docker_config,
     keychain_from_file,
     keychain_from_pull_secret,

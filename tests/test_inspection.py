@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from noe_core.deadline import Deadline
-from noe_core.inspection import ImageInspector
 from noe_core.lookup import ImagePlatforms, LookupFailure
 from noe_core.platforms_file import StaticPlatforms
+from noe_core.registry.inspection import ImageInspector
+from noe_core.registry.resolver import Resolver
+from noe_core.registry.transport import make_session
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import Resolver
-from noe_core.transport import make_session
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from noe_core.errors import InvalidSettings
-from noe_core.keychain import (
+from noe_core.credentials.keychain import (
     ANONYMOUS,
     Credential,
     FileKeychain,
@@ -21,6 +20,7 @@ from noe_core.keychain import (
     StaticKeychain,
     unique,
 )
+from noe_core.errors import InvalidSettings
 from noe_core.reference import Reference, parse_reference
 
 SECRET = "s3cr3t-Pa55w0rd-zzz"

@@ -12,15 +12,15 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 import requests
 
+from noe_core.credentials.docker_config import keychain_from_docker_config
+from noe_core.credentials.keychain import Credential, Keychain, StaticKeychain
 from noe_core.deadline import Deadline
-from noe_core.dockerconfig import keychain_from_docker_config
 from noe_core.errors import AuthError, RegistryError
-from noe_core.keychain import Credential, Keychain, StaticKeychain
 from noe_core.observer import CountingObserver
 from noe_core.reference import parse_reference
+from noe_core.registry.resolver import Resolver
+from noe_core.registry.transport import OAUTH_CLIENT_ID, Transport, make_session
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import Resolver
-from noe_core.transport import OAUTH_CLIENT_ID, Transport, make_session
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
 from tests.support.scripted_server import ScriptedServer, start_scripted_server

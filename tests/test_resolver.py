@@ -8,13 +8,13 @@ from collections.abc import Iterator
 import pytest
 import requests
 
+from noe_core.credentials.keychain import Credential, StaticKeychain
 from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, NoeError, RegistryError
-from noe_core.keychain import Credential, StaticKeychain
 from noe_core.observer import CountingObserver
+from noe_core.registry.resolver import ImageInfo, Resolver
+from noe_core.registry.transport import make_session
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import ImageInfo, Resolver
-from noe_core.transport import make_session
 from tests.support.images import (
     OCI_MANIFEST,
     PushedImage,

@@ -242,15 +242,15 @@ def render(outcome: Outcome, ns: argparse.Namespace) -> Any:
 
 def _make_inspector(ns: argparse.Namespace) -> Inspector:
     """Static platforms when ``--platforms`` is given (no network), else the registry."""
-    from noe_core.inspection import ImageInspector  # noqa: PLC0415
+    from noe_core.registry.inspection import ImageInspector  # noqa: PLC0415
 
     if ns.platforms:
         from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
 
         return ImageInspector(static=StaticPlatforms.load(ns.platforms)).inspector()
     from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
-    from noe_core.resolver import Resolver  # noqa: PLC0415
-    from noe_core.transport import make_session  # noqa: PLC0415
+    from noe_core.registry.resolver import Resolver  # noqa: PLC0415
+    from noe_core.registry.transport import make_session  # noqa: PLC0415
 
     registry_settings = registry_settings_from_args(ns)
     resolver = Resolver(

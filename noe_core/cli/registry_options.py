@@ -13,11 +13,11 @@ import logging
 import os
 
 from noe_core.cli.options import add_option
-from noe_core.containerd_config import keychain_from_containerd_config
-from noe_core.dockerconfig import keychain_from_file
+from noe_core.credentials.containerd_config import keychain_from_containerd_config
+from noe_core.credentials.docker_config import keychain_from_file
+from noe_core.credentials.keychain import ANONYMOUS, Keychain, MultiKeychain
 from noe_core.errors import InvalidSettings
 from noe_core.hostmatch import parse_image_patterns, parse_patterns
-from noe_core.keychain import ANONYMOUS, Keychain, MultiKeychain
 from noe_core.registry_settings import RegistrySettings, parse_duration, parse_registry_proxies
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def node_keychain_from_args(ns: argparse.Namespace) -> Keychain:
             raise InvalidSettings(
                 "--image-credential-provider-config needs --image-credential-provider-bin-dir"
             )
-        from noe_core.credential_provider import CredentialProviderKeychain  # noqa: PLC0415
+        from noe_core.credentials.provider import CredentialProviderKeychain  # noqa: PLC0415
 
         keychains.append(CredentialProviderKeychain(config, bin_dir))
     if not keychains:

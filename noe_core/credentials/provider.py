@@ -48,9 +48,9 @@ from typing import Final, Literal
 
 import yaml
 
+from noe_core.credentials.keychain import Credential, unique
 from noe_core.errors import DeadlineExceeded, InvalidSettings, RegistryError
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.keychain import Credential, unique
 from noe_core.reference import Reference
 from noe_core.registry_settings import parse_go_duration
 

@@ -9,7 +9,7 @@ Three shapes carry the same ``registry key → entry`` map:
 
 An ENTRY carries ``auth`` (base64 of ``user:password``, which wins as in the
 docker CLI and the kubelet), or ``username``/``password``, and optionally
-``identitytoken`` (an OAuth2 refresh token: see :class:`~noe_core.keychain.Credential`).
+``identitytoken`` (an OAuth2 refresh token: see :class:`~noe_core.credentials.keychain.Credential`).
 ``email`` and ``registrytoken`` are ignored. An entry with none of these is
 skipped: ``docker login`` writes such empty entries when a ``credsStore`` holds
 the secret. ``credsStore`` and ``credHelpers`` run programs of the docker CLI
@@ -32,9 +32,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from noe_core.credentials.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 from noe_core.errors import InvalidSettings
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 
 log = logging.getLogger(__name__)
 

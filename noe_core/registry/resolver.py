@@ -44,10 +44,10 @@ from dataclasses import dataclass
 import requests
 
 from noe_core.cache import LRUCache, SingleFlight
+from noe_core.credentials.keychain import Credential, Keychain, unique
 from noe_core.deadline import Clock, Deadline
 from noe_core.errors import DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
 from noe_core.hostmatch import host_glob_matches
-from noe_core.keychain import Credential, Keychain, unique
 from noe_core.manifest import (
     ACCEPT_MANIFESTS,
     Descriptor,
@@ -61,8 +61,8 @@ from noe_core.manifest import (
 from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.platform import Platform
 from noe_core.reference import Reference, parse_reference
+from noe_core.registry.transport import HTTPResult, Transport, make_session, status_error
 from noe_core.registry_settings import RegistrySettings
-from noe_core.transport import HTTPResult, Transport, make_session, status_error
 
 log = logging.getLogger(__name__)
 

@@ -58,13 +58,13 @@ import requests
 import requests.adapters
 
 from noe_core.cache import LRUCache, SingleFlight
-from noe_core.challenge import Challenge, ChallengeError, parse_challenges, preferred
+from noe_core.credentials.keychain import Credential
 from noe_core.deadline import Clock, Deadline
 from noe_core.errors import AuthError, DeadlineExceeded, ManifestError, RegistryError
 from noe_core.hostmatch import host_glob_matches, parse_image_pattern
-from noe_core.keychain import Credential
 from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.reference import Reference
+from noe_core.registry.challenge import Challenge, ChallengeError, parse_challenges, preferred
 from noe_core.registry_settings import RegistrySettings
 
 log = logging.getLogger(__name__)

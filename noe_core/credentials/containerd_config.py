@@ -14,7 +14,7 @@ simply empty):
 
 An ``auth`` table has ``username``/``password``, or ``auth`` (base64 of
 ``user:password``), and optionally ``identitytoken`` (an OAuth2 refresh token,
-see :class:`~noe_core.keychain.Credential`). containerd looks credentials up by
+see :class:`~noe_core.credentials.keychain.Credential`). containerd looks credentials up by
 exact registry host; here the HOST is read as a kubelet image pattern, which for
 a plain host means the same thing (``docker.io`` and ``registry-1.docker.io``
 are one registry). ``imports = [...]`` drop-in files are not followed: point
@@ -29,10 +29,10 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from noe_core.dockerconfig import credential_from_entry
+from noe_core.credentials.docker_config import credential_from_entry
+from noe_core.credentials.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 from noe_core.errors import InvalidSettings
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 
 log = logging.getLogger(__name__)
 
