@@ -1,15 +1,21 @@
 """noe_core: image references, manifests, platforms and the placement policy of the Noe webhook.
 
 The stable surface is what ``__all__`` lists. Model and policy functions do no
-I/O; the registry client (``Resolver``, ``resolve_platforms``) is the only code
-here that speaks HTTP, over a ``requests.Session`` the caller hands in.
+I/O; the registry client (``Resolver``, ``resolve_platforms``, ``ImageInspector``
+in :mod:`noe_core.registry`) is the only code here that speaks HTTP, and the
+credentials (``Credential``, ``Keychain``, ``MultiKeychain`` in
+:mod:`noe_core.credentials`) the only code that runs subprocesses. Both are loaded
+on first use (PEP 562), so ``import noe_core`` imports no HTTP library and starts
+no thread; ``tests/test_import_purity.py`` checks it.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from noe_core import testing
 from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
-from noe_core.credentials.keychain import Credential, Keychain, MultiKeychain
 from noe_core.deadline import Deadline
 from noe_core.errors import (
     AuthError,
@@ -32,10 +38,40 @@ from noe_core.platform import Platform, parse_platform
 from noe_core.platforms_file import StaticPlatforms
 from noe_core.policy import Decision, decide, images_to_inspect
 from noe_core.reference import Reference, parse_reference
-from noe_core.registry.inspection import ImageInspector
-from noe_core.registry.resolver import ImageInfo, ResolvedPlatform, Resolver, resolve_platforms
 from noe_core.registry_settings import RegistrySettings
 from noe_core.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
+
+if TYPE_CHECKING:
+    from noe_core.credentials.keychain import Credential, Keychain, MultiKeychain
+    from noe_core.registry.inspection import ImageInspector
+    from noe_core.registry.resolver import ImageInfo, ResolvedPlatform, Resolver, resolve_platforms
+
+# Names whose modules import requests, start threads or run subprocesses: loaded on first access.
+_LAZY = {
+    "Credential": "noe_core.credentials.keychain",
+    "Keychain": "noe_core.credentials.keychain",
+    "MultiKeychain": "noe_core.credentials.keychain",
+    "ImageInspector": "noe_core.registry.inspection",
+    "ImageInfo": "noe_core.registry.resolver",
+    "ResolvedPlatform": "noe_core.registry.resolver",
+    "Resolver": "noe_core.registry.resolver",
+    "resolve_platforms": "noe_core.registry.resolver",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import a registry or credential name on first access, then keep it as a module global."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'noe_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "PREFERRED_ARCH_LABEL",
