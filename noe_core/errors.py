@@ -10,6 +10,8 @@
     │   └── UnsupportedManifest   a known but unsupported format (Docker schema 1)
     └── RegistryError             the registry could not answer usefully
         ├── AuthError             401/403 with no credentials that work
+        │   └── ChallengeError    a ``WWW-Authenticate`` header that cannot be read
+        ├── TLSFailure            the TLS handshake failed (unknown CA, or no TLS at all)
         ├── DigestMismatch        the body does not hash to the digest it was fetched by
         └── DeadlineExceeded      the lookup ran out of time
 
@@ -85,6 +87,26 @@ class RegistryError(NoeError):
 
 class AuthError(RegistryError):
     """The registry refused access and no configured credential worked."""
+
+
+class ChallengeError(AuthError):
+    """A ``WWW-Authenticate`` header that cannot be read (:mod:`noe_core.registry.challenge`)."""
+
+    def __init__(self, reason: str, *, registry: str = "") -> None:
+        where = f" from registry {registry}" if registry else ""
+        super().__init__(
+            f"unreadable WWW-Authenticate header{where}: {reason}; the registry or a proxy in front "
+            "of it sent a malformed authentication challenge",
+            registry=registry,
+            status=401,
+        )
+
+
+class TLSFailure(RegistryError):
+    """The TLS handshake failed (unknown CA, or the host does not speak TLS).
+
+    An ``--insecure-registries`` host that fails so is retried over plain HTTP.
+    """
 
 
 class DigestMismatch(RegistryError):
