@@ -121,7 +121,7 @@ def test_warm_lookup_reuses_the_access_token(
     assert token_server.count(mark) == 0
     assert [e.status for e in token_registry.requests_since(rmark)] == [200]
     # Cached per (host, repository, credential identity); the refresh token itself is no key.
-    keys = list(transport._tokens._data)
+    keys = list(transport.auth._tokens._data)
     assert (token_registry.host, img.repository, credentials[0].identity) in keys
     assert not any(refresh_token in part for key in keys for part in key)
     # A rotated identity token is another identity: one new POST, no reuse of the old access token.

@@ -273,7 +273,7 @@ def test_token_is_only_sent_to_the_host_it_was_issued_for(  # noqa: PLR0917 - py
                     f"manifests/{token_img.tag}", deadline=Deadline.after(10), accept=OCI_MANIFEST)
     assert [s.headers.get("authorization") for s in hostile.seen] == [None]
     # A token for (host, repository) is keyed by host: none exists for the other registry.
-    assert all(key[0] == token_registry.host for key in transport._tokens._data)
+    assert all(key[0] == token_registry.host for key in transport.auth._tokens._data)
 
 
 @pytest.mark.registry
@@ -296,7 +296,7 @@ def test_no_secret_in_logs_errors_or_exceptions(  # noqa: PLR0917 - pytest fixtu
     with Resolver(session, settings=INSECURE, keychain=keychain) as resolver:
         img = token_pushed_images["docker-manifest-list"]
         resolver.resolve(img.reference, deadline=Deadline.after(10))
-        tokens = [entry.value for entry in resolver.transport._tokens._data.values()]
+        tokens = [entry.value for entry in resolver.transport.auth._tokens._data.values()]
         assert tokens
         for ref in (basic_pushed_images["oci-single-amd64"].reference,
                     f"{token_registry.host}/private/nothing-here:v1"):

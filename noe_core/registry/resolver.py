@@ -59,7 +59,8 @@ from noe_core.manifest import (
 from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.platform import Platform
 from noe_core.reference import Reference, parse_reference
-from noe_core.registry.transport import HTTPResult, Transport, make_session, status_error
+from noe_core.registry.sender import HTTPResult, make_session, status_error
+from noe_core.registry.transport import Transport
 from noe_core.registry_settings import RegistrySettings
 
 log = logging.getLogger(__name__)
