@@ -38,6 +38,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InsecureRequestWarning
 
 from noe_core.errors import InvalidSettings
+from noe_core.watched_file import WatchedFiles
 
 log = logging.getLogger("noe.kube")
 
@@ -273,31 +274,25 @@ class _ContextAdapter(HTTPAdapter):
 
 
 class _TokenSource:
-    """A bearer token, read again from its file whenever the file changes."""
+    """A bearer token, read again from its file whenever the file changes (the kubelet rotates it)."""
 
     def __init__(self, token: str | None, token_file: Path | None) -> None:
         self._static = token
-        self._file = token_file
-        self._stamp: tuple[int, int, int] | None = None
-        self._token: str | None = None
-        self._lock = threading.Lock()
+        self._file = (
+            None
+            if token_file is None
+            else WatchedFiles([token_file], lambda: token_file.read_text().strip() or None,
+                              what=f"service account token {token_file}")
+        )
 
     def get(self, *, force: bool = False) -> str | None:
         if self._file is None:
             return self._static
         try:
-            st = self._file.stat()
+            token = self._file.get(force=force)
         except OSError:
-            return self._token or self._static
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        with self._lock:
-            if force or stamp != self._stamp:
-                try:
-                    self._token = self._file.read_text().strip() or None
-                    self._stamp = stamp
-                except OSError:
-                    pass
-            return self._token or self._static
+            token = None  # not readable yet: the static token, if any, until it is
+        return token or self._static
 
 
 class _TTLCache:
