@@ -19,6 +19,7 @@ from noe_core.admission import AdmissionRequest, parse_admission_review, review_
 from noe_core.deadline import Deadline
 from noe_core.errors import (
     AuthError,
+    CredentialError,
     DeadlineExceeded,
     DigestMismatch,
     InvalidInput,
@@ -79,6 +80,7 @@ __all__ = [
     "ArchToleration",
     "AuthError",
     "Credential",
+    "CredentialError",
     "Deadline",
     "DeadlineExceeded",
     "Decision",

@@ -5,7 +5,9 @@
     │   ├── InvalidReference      an image reference that does not follow the distribution grammar
     │   ├── InvalidPlatform       a platform string such as ``linux/arm64/v8`` that cannot be read
     │   ├── InvalidObject         a malformed AdmissionReview, Pod or DaemonSet
-    │   └── InvalidSettings       a configuration value that cannot work (start-up stops on it)
+    │   ├── InvalidSettings       a configuration value that cannot work (start-up stops on it)
+    │   └── CredentialError       credentials that cannot be read (a pull Secret, a docker or containerd
+    │                             config, a username): at request time the lookup goes on without them
     ├── ManifestError             a manifest or config blob that cannot be read
     │   └── UnsupportedManifest   a known but unsupported format (Docker schema 1)
     └── RegistryError             the registry could not answer usefully
@@ -54,6 +56,16 @@ class InvalidObject(InvalidInput):
 
 class InvalidSettings(InvalidInput):
     """A setting that cannot work; start-up stops with this message."""
+
+
+class CredentialError(InvalidInput):
+    """Credentials that cannot be read: a malformed pull Secret, docker or containerd config entry.
+
+    Raised at request time (pull Secrets are read per admission, credential
+    files when they change), where the caller warns and goes on without them;
+    at start-up the first read of a credential file turns it into
+    :class:`InvalidSettings`. Messages name the source, never the secret.
+    """
 
 
 class ManifestError(NoeError):

@@ -33,7 +33,7 @@ from typing import Any
 
 from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
 from noe_core.deadline import Deadline
-from noe_core.errors import InvalidObject, InvalidSettings
+from noe_core.errors import CredentialError, InvalidObject
 from noe_core.lookup import Lookup, LookupFailure
 from noe_core.platforms_file import StaticPlatforms
 from noe_core.policy import Decision, acts_on, decide, images_to_inspect, limit_warning
@@ -254,7 +254,7 @@ class AdmissionService:
                 warnings.append(limit_warning(f"{where}: reading it is forbidden; trying anonymous access"))
             except KubeError as exc:
                 warnings.append(limit_warning(f"{where}: {exc}; trying anonymous access"))
-            except InvalidSettings as exc:
+            except CredentialError as exc:
                 warnings.append(limit_warning(str(exc)))
         if not chains:
             return None

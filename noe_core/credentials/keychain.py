@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
-from noe_core.errors import InvalidSettings
+from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
 from noe_core.reference import Reference
 from noe_core.watched_file import WatchedFiles
@@ -58,10 +58,10 @@ class Credential:
     def __post_init__(self) -> None:
         for name in ("username", "password", "source", "identity_token"):
             if not isinstance(getattr(self, name), str):
-                raise InvalidSettings(f"credential from {self.source!r}: {name} must be a string")
+                raise CredentialError(f"credential from {self.source!r}: {name} must be a string")
         if ":" in self.username:
             # Basic auth joins with ':' and registries split at the first one.
-            raise InvalidSettings(f"credential from {self.source!r}: the username must not contain ':'")
+            raise CredentialError(f"credential from {self.source!r}: the username must not contain ':'")
 
     @property
     def is_refresh_token(self) -> bool:
@@ -217,12 +217,14 @@ class FileKeychain:
         self._path = os.fspath(path)
         self._load = load
         self._source = source
-        # InvalidSettings messages name the source and never the secret, so they may be logged.
-        self._file = WatchedFiles([self._path], self._read, what=source, keep_on=(InvalidSettings,))
+        # CredentialError messages name the source and never the secret, so they may be logged.
+        self._file = WatchedFiles([self._path], self._read, what=source, keep_on=(CredentialError,))
         try:
             self._file.get()
         except OSError as exc:
             raise InvalidSettings(f"cannot read {source}: {exc.strerror or exc}") from None
+        except CredentialError as exc:
+            raise InvalidSettings(str(exc)) from None  # at start-up, a malformed file stops it
 
     @property
     def path(self) -> str:

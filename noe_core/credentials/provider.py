@@ -50,7 +50,7 @@ import yaml
 from noe_core.cache import LRUCache, SingleFlight
 from noe_core.credentials.keychain import Credential, unique
 from noe_core.deadline import Deadline
-from noe_core.errors import DeadlineExceeded, InvalidSettings, RegistryError
+from noe_core.errors import CredentialError, DeadlineExceeded, InvalidSettings, RegistryError
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
 from noe_core.reference import Reference
 from noe_core.registry_settings import parse_go_duration
@@ -263,7 +263,7 @@ def parse_provider_response(stdout: bytes, provider: ProviderConfig) -> Provider
             raise RegistryError(f"{prefix} answered auth[{key!r}] with a non-string username or password")
         try:
             entries.append((pattern, Credential(username, password, source)))
-        except InvalidSettings:
+        except CredentialError:
             raise RegistryError(f"{prefix} answered auth[{key!r}] with a username containing ':'") from None
     return ProviderResponse(key_type, duration, tuple(entries))
 
