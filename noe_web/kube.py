@@ -34,6 +34,7 @@ import yaml
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InsecureRequestWarning
 
+from noe_core import fields
 from noe_core.cache import LRUCache, SingleFlight
 from noe_core.deadline import Deadline
 from noe_core.errors import DeadlineExceeded, InvalidSettings
@@ -116,12 +117,7 @@ def _read(path: str | Path, base: Path, what: str) -> bytes:
 
 def _string(body: Mapping[str, Any], key: str, where: str) -> str | None:
     """``body[key]`` as a non-empty string, ``None`` when absent or empty; any other type is a setting error."""
-    value = body.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise InvalidSettings(f"kubeconfig: {where} {key} must be a string")
-    return value
+    return fields.string(body.get(key), f"kubeconfig: {where} {key}", error=InvalidSettings) or None
 
 
 def _named(items: Any, name: str, section: str, what: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from noe_core import fields
 from noe_core.credentials.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
@@ -60,18 +61,14 @@ def credential_from_entry(key: str, entry: object, source: str) -> Credential | 
 
     Also used for containerd's ``auth`` tables, which have the same fields.
     """
-    if not isinstance(entry, Mapping):
-        raise CredentialError(f"{source}: the entry for {key!r} must be an object")
-    fields: dict[str, str] = {}
-    for name in ("auth", "username", "password", "identitytoken"):
-        value = entry.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise CredentialError(f"{source}: {name!r} of the entry for {key!r} must be a string")
-        fields[name] = value
-    username, password = fields.get("username", ""), fields.get("password", "")
-    auth = fields.get("auth", "")
+    where = f"{source}: the entry for {key!r}"
+    entry = fields.mapping(entry, where, required=True, missing=f"{where} must be an object", error=CredentialError)
+    text = {
+        name: fields.string(entry.get(name), f"{source}: {name!r} of the entry for {key!r}", error=CredentialError)
+        for name in ("auth", "username", "password", "identitytoken")
+    }
+    username, password = text["username"], text["password"]
+    auth = text["auth"]
     if auth:
         try:
             decoded = base64.b64decode(auth, validate=True).decode("utf-8")
@@ -82,7 +79,7 @@ def credential_from_entry(key: str, entry: object, source: str) -> Credential | 
             raise CredentialError(
                 f"{source}: 'auth' of the entry for {key!r} must encode 'username:password' (no ':' found)"
             )
-    token = fields.get("identitytoken", "")
+    token = text["identitytoken"]
     if not (username or password or token):
         return None
     try:
@@ -92,8 +89,10 @@ def credential_from_entry(key: str, entry: object, source: str) -> Credential | 
 
 
 def _auths_keychain(auths: object, source: str) -> StaticKeychain:
-    if not isinstance(auths, Mapping):
-        raise CredentialError(f"{source}: the registry map must be an object of registry → credentials")
+    auths = fields.mapping(
+        auths, f"{source}: the registry map", required=True,
+        missing=f"{source}: the registry map must be an object of registry → credentials", error=CredentialError,
+    )
     entries: list[tuple[ImagePattern, Credential]] = []
     for key, entry in auths.items():
         if not isinstance(key, str):  # pragma: no cover - JSON keys are strings
@@ -157,9 +156,9 @@ def keychain_from_pull_secret(secret: Mapping[str, Any], source: str | None = No
             f"{source}: type {secret_type!r} is not an image pull Secret type "
             f"({DOCKER_CONFIG_JSON_TYPE!r} or {DOCKERCFG_TYPE!r}); the kubelet ignores it too"
         )
-    data = secret.get("data")
-    encoded = data.get(key) if isinstance(data, Mapping) else None
-    if not isinstance(encoded, str) or not encoded:
+    data = fields.mapping(secret.get("data"), f"{source}: data", error=CredentialError)
+    encoded = fields.string(data.get(key), f"{source}: data[{key!r}]", error=CredentialError)
+    if not encoded:
         raise CredentialError(f"{source}: data[{key!r}] is missing or empty")
     try:
         payload = base64.b64decode(encoded, validate=True)

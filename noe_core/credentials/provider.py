@@ -47,6 +47,7 @@ from typing import Final, Literal
 
 import yaml
 
+from noe_core import fields
 from noe_core.cache import LRUCache, SingleFlight
 from noe_core.credentials.keychain import Credential, unique
 from noe_core.deadline import Deadline
@@ -114,16 +115,14 @@ def _yaml_error(exc: yaml.YAMLError) -> str:
 
 
 def _string(value: object, what: str, source: str, *, required: bool = True) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value):
-        raise InvalidSettings(f"{source}: {what} must be a non-empty string")
-    return value
+    return fields.string(
+        value, f"{source}: {what}", required=required, non_empty=required,
+        missing=f"{source}: {what} must be a non-empty string", error=InvalidSettings,
+    )
 
 
 def _provider(index: int, item: object, source: str) -> ProviderConfig:
-    if not isinstance(item, Mapping):
-        raise InvalidSettings(f"{source}: providers[{index}] must be an object")
+    item = fields.mapping(item, f"{source}: providers[{index}]", required=True, error=InvalidSettings)
     name = _string(item.get("name"), f"providers[{index}].name", source)
     where = f"provider {name!r}"
     if "/" in name or "\0" in name or " " in name or name in (".", ".."):
