@@ -180,10 +180,6 @@ class MultiKeychain:
     def __init__(self, *keychains: Keychain) -> None:
         self._keychains = tuple(keychains)
 
-    @property
-    def keychains(self) -> tuple[Keychain, ...]:
-        return self._keychains
-
     def resolve(self, reference: Reference, *, timeout: float | None = None) -> Sequence[Credential]:
         """Every keychain's candidates in order; later keychains get what is left of ``timeout``."""
         start = time.monotonic()
