@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from noe_core import testing
-from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
+from noe_core.admission import Admission, AdmissionRequest, admit, parse_admission_review, review_response
 from noe_core.deadline import Deadline
 from noe_core.errors import (
     AuthError,
@@ -32,15 +32,16 @@ from noe_core.errors import (
     RegistryError,
     UnsupportedManifest,
 )
-from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure, Lookups
+from noe_core.lookup import ImagePlatforms, Inspect, Lookup, LookupFailure, LookupRequest, LookupResult, Lookups, fixed
 from noe_core.manifest import Descriptor, ImageManifest, Index, MediaType, parse_config, parse_manifest
 from noe_core.patch import apply_patch, make_patch
 from noe_core.platform import Platform, parse_platform
 from noe_core.platforms_file import StaticPlatforms
-from noe_core.policy import Decision, decide, images_to_inspect
+from noe_core.policy import Decision, decide, images_to_inspect, place
 from noe_core.reference import Reference, parse_reference
 from noe_core.registry_settings import RegistrySettings
 from noe_core.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
+from noe_core.workload import Workload, read_workload
 
 if TYPE_CHECKING:
     from noe_core.credentials.keychain import Credential, Keychain, MultiKeychain
@@ -76,6 +77,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "PREFERRED_ARCH_LABEL",
+    "Admission",
     "AdmissionRequest",
     "ArchToleration",
     "AuthError",
@@ -91,6 +93,7 @@ __all__ = [
     "ImageManifest",
     "ImagePlatforms",
     "Index",
+    "Inspect",
     "InvalidInput",
     "InvalidObject",
     "InvalidPlatform",
@@ -99,6 +102,8 @@ __all__ = [
     "Keychain",
     "Lookup",
     "LookupFailure",
+    "LookupRequest",
+    "LookupResult",
     "Lookups",
     "ManifestError",
     "MediaType",
@@ -113,8 +118,11 @@ __all__ = [
     "Resolver",
     "StaticPlatforms",
     "UnsupportedManifest",
+    "Workload",
+    "admit",
     "apply_patch",
     "decide",
+    "fixed",
     "images_to_inspect",
     "make_patch",
     "parse_admission_review",
@@ -122,6 +130,8 @@ __all__ = [
     "parse_manifest",
     "parse_platform",
     "parse_reference",
+    "place",
+    "read_workload",
     "resolve_platforms",
     "review_response",
     "testing",

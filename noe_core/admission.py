@@ -1,9 +1,12 @@
-"""AdmissionReview in and out (``admission.k8s.io/v1`` and ``v1beta1``).
+"""AdmissionReview in, one decision, AdmissionReview out (``admission.k8s.io/v1`` and ``v1beta1``).
 
-Parsing is strict and precise because whatever the API server (or a user with
-``noe mutate``) sends that cannot be read must become a 400 naming the field,
-never a 500. The response is built in the request's own apiVersion, since the
-API server rejects an answer in another version.
+:func:`admit` is the one admission path: the webhook, ``noe mutate`` and users'
+own tests call it with their own ``inspect`` (registry, platforms file, fixed
+answers), so they give the same answer by construction. Parsing is strict and
+precise because whatever the API server (or a user with ``noe mutate``) sends
+that cannot be read must become a 400 naming the field, never a 500. The
+response is built in the request's own apiVersion, since the API server
+rejects an answer in another version.
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from noe_core.errors import InvalidObject
-from noe_core.patch import make_patch
-from noe_core.policy import Decision
+from noe_core.lookup import Inspect, Lookup, LookupRequest
+from noe_core.policy import Decision, acts_on, lookup_images, place, skipped
+from noe_core.settings import PolicySettings
+from noe_core.workload import Workload, check_depth, read_workload
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -115,15 +120,59 @@ def parse_admission_review(doc: object) -> AdmissionRequest:
     )
 
 
+Label = Literal["mutated", "allowed", "denied", "skipped"]
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Everything a caller needs of one admission: the decision, how to count it, the answer to send.
+
+    ``workload`` is ``None`` for requests noe does not act on; ``lookups`` holds
+    the answers for the images that were inspected (empty when none were needed).
+    """
+
+    request: AdmissionRequest
+    workload: Workload | None
+    images: tuple[str, ...]
+    lookups: Mapping[str, Lookup]
+    decision: Decision
+    label: Label
+    response: dict[str, Any]
+
+
+def admit(request: AdmissionRequest, settings: PolicySettings, inspect: Inspect) -> Admission:
+    """Decide one admission: read the object once, inspect the images the policy needs, place, answer.
+
+    ``inspect`` is called at most once, and only when there are images to look
+    up; warnings it returns (a pull secret that could not be read) are added to
+    the decision's. Raises :class:`InvalidObject` for an object noe acts on but
+    cannot read.
+    """
+    if not acts_on(request.kind, request.operation, request.sub_resource):
+        check_depth(request.obj)
+        decision = skipped(request.obj, request.kind, request.operation, request.sub_resource)
+        return Admission(request, None, (), {}, decision, "skipped", review_response(request, decision))
+    workload = read_workload(request.obj, request.kind)
+    images = lookup_images(workload)
+    lookups: Mapping[str, Lookup] = {}
+    extra: tuple[str, ...] = ()
+    if images:
+        found = inspect(LookupRequest(images, request.namespace, workload.pull_secrets))
+        lookups, extra = found.lookups, found.warnings
+    decision = place(workload, namespace=request.namespace, lookups=lookups, settings=settings)
+    if extra:
+        decision = replace(decision, warnings=tuple(dict.fromkeys((*decision.warnings, *extra))))
+    label: Label = "denied" if not decision.allowed else "mutated" if decision.changed else "allowed"
+    return Admission(request, workload, images, lookups, decision, label, review_response(request, decision))
+
+
 def review_response(request: AdmissionRequest, decision: Decision) -> dict[str, Any]:
     """The AdmissionReview answering ``request``: patch only when changed, 403 status on deny."""
     response: dict[str, Any] = {"uid": request.uid, "allowed": decision.allowed}
-    if decision.allowed and decision.changed:
-        patch = make_patch(request.obj, decision.obj)
-        if patch:
-            body = json.dumps(patch, separators=(",", ":")).encode()
-            response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(body).decode("ascii")
+    if decision.allowed and decision.patch:
+        body = json.dumps(decision.patch, separators=(",", ":")).encode()
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(body).decode("ascii")
     if decision.warnings:
         response["warnings"] = list(decision.warnings)
     if not decision.allowed:

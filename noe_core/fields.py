@@ -45,6 +45,8 @@ def mapping(
     value: object, path: str, *, required: bool = False, missing: str = "", error: ErrorType = InvalidObject
 ) -> Mapping[str, Any]:
     """``value`` as an object; ``None`` reads as empty unless ``required``."""
+    if type(value) is dict:  # decoded JSON; the Mapping ABC check below is slow
+        return value
     if value is None:
         if required:
             raise error(missing or f"{path} is missing")
@@ -112,5 +114,7 @@ def string_map(value: object, path: str, *, error: ErrorType = InvalidObject) ->
     for key, item in mapping(value, path, error=error).items():
         if not isinstance(key, str):
             raise error(f"{path} keys must be strings")
-        out[key] = string(item, f"{path}[{key!r}]", required=True, error=error)
+        if item is None:
+            raise error(f"{path}[{key!r}] must be a string, not null")
+        out[key] = string(item, f"{path}[{key!r}]", error=error)
     return out

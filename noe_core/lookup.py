@@ -6,11 +6,30 @@ values, so the policy never depends on where an answer came from.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeAlias
 
-from noe_core.platform import Platform, parse_platform
+from noe_core.platform import Platform, normalize_os, parse_platform
+from noe_core.settings import is_label_value, normalize_arch_name
+
+
+@dataclass(frozen=True)
+class PlatformEntries:
+    """An image's platform entries after rule 4's settings-independent part.
+
+    ``unknown/unknown`` (attestations) dropped; ``offered`` is what is shown to
+    users, ``incomplete`` the entries without os or architecture, ``arch_os``
+    the normalised (architecture, OS) pairs of the runnable ones.
+    """
+
+    offered: tuple[str, ...]
+    incomplete: tuple[str, ...]
+    arch_os: tuple[tuple[str, str], ...]
+    unusable: tuple[str, ...] = ()
+    """Entries whose OS, architecture or variant is not a Kubernetes label value (``arm64;reboot``,
+    300 characters): never used, since the architecture would go into the pod's node affinity."""
 
 
 @dataclass(frozen=True)
@@ -24,10 +43,28 @@ class ImagePlatforms:
     platforms: tuple[Platform, ...]
     digest: str = ""
 
+    @cached_property
+    def entries(self) -> PlatformEntries:
+        """The entries as rule 4 reads them, computed once per value (a warm cache hands out the same one)."""
+        known = [p for p in self.platforms if not p.is_unknown]
+        valid = [p for p in known if _usable(p)]
+        runnable = [p for p in valid if p.architecture]
+        return PlatformEntries(
+            offered=tuple(sorted({str(p) for p in runnable})),
+            incomplete=tuple(str(p) or "(empty)" for p in valid if not p.os or not p.architecture),
+            arch_os=tuple(dict.fromkeys((normalize_arch_name(p.architecture), normalize_os(p.os)) for p in runnable)),
+            unusable=tuple(str(p) for p in known if not _usable(p)),
+        )
+
     @classmethod
     def of(cls, *platforms: str, digest: str = "") -> ImagePlatforms:
         """Build from platform strings: ``ImagePlatforms.of("linux/amd64", "linux/arm64/v8")``."""
         return cls(tuple(parse_platform(p) for p in platforms), digest)
+
+
+def _usable(platform: Platform) -> bool:
+    arch = normalize_arch_name(platform.architecture) if platform.architecture else ""
+    return all(is_label_value(value) for value in (platform.os, arch, platform.variant))
 
 
 @dataclass(frozen=True)
@@ -40,3 +77,36 @@ class LookupFailure:
 Lookup: TypeAlias = ImagePlatforms | LookupFailure
 Lookups: TypeAlias = Mapping[str, Lookup]
 """Keyed by the image string exactly as written in the pod spec."""
+
+
+@dataclass(frozen=True)
+class LookupRequest:
+    """The images of one object to look up, with what a lookup may need to read them.
+
+    ``pull_secrets`` are the names of the pod's ``imagePullSecrets`` in ``namespace``.
+    """
+
+    images: tuple[str, ...]
+    namespace: str = ""
+    pull_secrets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """The answers for a :class:`LookupRequest`, and warnings about how they were obtained."""
+
+    lookups: Mapping[str, Lookup]
+    warnings: tuple[str, ...] = ()
+
+
+Inspect: TypeAlias = Callable[[LookupRequest], LookupResult]
+"""Images → lookups: the registry client, a platforms file, or a test's fixed answers."""
+
+
+def fixed(lookups: Lookups) -> Inspect:
+    """An :data:`Inspect` that answers from ``lookups`` (an image it lacks is "not inspected")."""
+
+    def inspect(request: LookupRequest) -> LookupResult:
+        return LookupResult({image: lookups[image] for image in request.images if image in lookups})
+
+    return inspect

@@ -1,19 +1,118 @@
-"""RFC 6902 JSON patches between the object the API server sent and the one noe wants.
+"""RFC 6902 JSON patches: recorded as noe edits, applied, and diffed (the tests' oracle).
 
-The webhook answers with a patch rather than an object; computing it from the
-two documents (instead of recording edits) keeps the policy free to build the
-result however is clearest. Keys containing ``/`` (``kubernetes.io/arch``) are
-escaped as ``~1`` by jsonpatch, as RFC 6901 requires.
+The policy knows each edit it makes, so it records them as operations
+(:class:`Edits`) instead of copying the object and diffing afterwards: the
+request path never deep-copies or compares a whole pod. :func:`make_patch`
+(jsonpatch's diff) stays as the oracle the property tests check the recorded
+operations against. Keys containing ``/`` (``kubernetes.io/arch``) are escaped
+as ``~1``, as RFC 6901 requires.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 import jsonpatch
 
 from noe_core.errors import InvalidObject
+
+Operation: TypeAlias = dict[str, Any]
+Path: TypeAlias = Sequence[str | int]
+
+
+def pointer(base: str, path: Path) -> str:
+    """The JSON pointer of ``path`` below ``base`` (RFC 6901 escaping of ``~`` and ``/``)."""
+    return base + "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+
+
+class Edits:
+    """A small JSON document that records every change made to it as RFC 6902 operations.
+
+    ``doc`` is the caller's own working value of the part of the object being
+    edited (for a pod: its placement fields, not the whole spec); ``base`` is
+    where that part sits in the object the operations apply to. ``present``
+    says whether the part exists there: when it does not, the first edit adds
+    it whole. Operations are relative to the state the earlier ones left, as
+    RFC 6902 applies them in order.
+    """
+
+    def __init__(self, doc: dict[str, Any], base: str = "", *, present: bool | None = True) -> None:
+        self.doc = doc
+        self.base = base
+        self.present = present
+        """``True``: exists; ``False``: absent (add it); ``None``: JSON null (replace it)."""
+        self.ops: list[Operation] = []
+
+    def get(self, path: Path) -> Any:
+        """The value at ``path``, or ``None`` when any step of it is missing or of another type."""
+        node: Any = self.doc
+        for part in path:
+            if isinstance(node, Mapping) and isinstance(part, str):
+                node = node.get(part)
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+            else:
+                return None
+        return node
+
+    def set(self, path: Path, value: Any) -> None:
+        """Set the member at ``path``, creating the objects above it in one operation.
+
+        Integer steps index array elements that exist (a node-selector term);
+        string steps name object members, created when missing or null.
+        """
+        self._materialise_root()
+        node: Any = self.doc
+        for depth, part in enumerate(path[:-1]):
+            if isinstance(part, int):
+                node = node[part]
+                continue
+            child = node.get(part)
+            if isinstance(path[depth + 1], int) or isinstance(child, dict):
+                node = child
+                continue
+            nested: Any = value
+            for key in reversed(path[depth + 1:]):
+                nested = {key: nested}
+            self._emit("replace" if part in node else "add", path[: depth + 1], nested)
+            node[part] = nested
+            return
+        key = path[-1]
+        self._emit("replace" if key in node else "add", path, value)
+        node[key] = value
+
+    def append(self, path: Path, value: Any) -> None:
+        """Append ``value`` to the array at ``path``, creating the array (and what holds it) when missing."""
+        existing = self.get(path)
+        if isinstance(existing, list):
+            self._emit("add", [*path, len(existing)], value)
+            existing.append(value)
+        else:
+            self.set(path, [value])
+
+    def _materialise_root(self) -> None:
+        """An absent (or null) part becomes an empty object first; the edits then fill it."""
+        if self.present:
+            return
+        self.ops.append({"op": "add" if self.present is False else "replace", "path": self.base, "value": {}})
+        self.present = True
+
+    def _emit(self, op: str, path: Path, value: Any) -> None:
+        self.ops.append({"op": op, "path": pointer(self.base, path), "value": _snapshot(value)})
+
+    def operations(self) -> list[Operation]:
+        """The recorded operations, in order."""
+        return list(self.ops)
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a (small) value recorded in an operation, so later edits do not change it."""
+    if isinstance(value, dict):
+        return {key: _snapshot(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_snapshot(item) for item in value]
+    return value
 
 
 def make_patch(original: Mapping[str, Any], mutated: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -24,9 +123,14 @@ def make_patch(original: Mapping[str, Any], mutated: Mapping[str, Any]) -> list[
 
 
 def apply_patch(document: Mapping[str, Any], patch: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Apply ``patch`` to a copy of ``document`` (tests and ``noe mutate`` check patches with it)."""
+    """Apply ``patch`` to a copy of ``document``; neither is changed.
+
+    jsonpatch inserts an operation's value into the document as it is, so a
+    later operation adding into that value would change the patch itself; it is
+    applied to a copy of the operations.
+    """
     try:
-        result = jsonpatch.apply_patch(document, list(patch), in_place=False)
+        result = jsonpatch.apply_patch(document, [_snapshot(dict(op)) for op in patch], in_place=False)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         raise InvalidObject(f"patch does not apply: {exc}") from exc
     return cast(dict[str, Any], result)

@@ -6,14 +6,18 @@ its own would OR it and let the pod through the user's other terms. Every
 helper is idempotent (it never adds what is already there) so mutating a
 mutated pod changes nothing.
 
-Helpers edit the spec they are given in place and return whether they changed
-it; the policy hands them its own deep copy.
+Helpers take an :class:`~noe_core.patch.Edits` over the pod spec's placement
+fields, so each change they make is recorded as the JSON Patch operation the
+webhook answers with, and return whether they changed anything. A plain dict
+is accepted too (edited in place), for callers that do not need the operations.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from noe_core.patch import Edits
 
 ARCH_LABEL = "kubernetes.io/arch"
 BETA_ARCH_LABEL = "beta.kubernetes.io/arch"
@@ -22,6 +26,14 @@ REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 Requirement = dict[str, Any]
+PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
+"""The pod spec fields noe edits; an :class:`Edits` over a pod spec holds only these."""
+_TERMS = ("affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms")
+_PREFERRED_PATH = ("affinity", "nodeAffinity", PREFERRED)
+
+
+def _edits(target: dict[str, Any] | Edits) -> Edits:
+    return target if isinstance(target, Edits) else Edits(target)
 
 
 def requirement(key: str, operator: str, values: list[str] | None = None) -> Requirement:
@@ -75,16 +87,6 @@ def architecture_selection(spec: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _node_affinity(spec: dict[str, Any]) -> dict[str, Any]:
-    affinity = spec.get("affinity")
-    if not isinstance(affinity, dict):
-        affinity = spec["affinity"] = {}
-    node_affinity = affinity.get("nodeAffinity")
-    if not isinstance(node_affinity, dict):
-        node_affinity = affinity["nodeAffinity"] = {}
-    return node_affinity
-
-
 def has_required(spec: Mapping[str, Any], expression: Mapping[str, Any]) -> bool:
     """True when every non-empty required term already carries ``expression``."""
     terms = [t for t in required_terms(spec) if not _is_empty_term(t)]
@@ -95,61 +97,50 @@ def has_required(spec: Mapping[str, Any], expression: Mapping[str, Any]) -> bool
     )
 
 
-def require(spec: dict[str, Any], expression: Requirement) -> bool:
+def require(target: dict[str, Any] | Edits, expression: Requirement) -> bool:
     """AND ``expression`` into every required term; add one term when there is none.
 
     An empty term matches no node in Kubernetes; adding to it would widen the pod's
     placement, so empty terms are left as they are.
     """
-    terms = required_terms(spec)
+    edits = _edits(target)
+    terms = edits.get(_TERMS)
     if not terms:
-        node_affinity = _node_affinity(spec)
-        required = node_affinity.get(REQUIRED)
-        if not isinstance(required, dict):
-            required = node_affinity[REQUIRED] = {}
-        required["nodeSelectorTerms"] = [{"matchExpressions": [dict(expression)]}]
+        edits.set(_TERMS, [{"matchExpressions": [dict(expression)]}])
         return True
     changed = False
-    for term in terms:
+    for index, term in enumerate(terms):
         if _is_empty_term(term):
             continue
         expressions = term.get("matchExpressions")
         if not isinstance(expressions, list):
-            expressions = term["matchExpressions"] = []
-        if not any(_same_requirement(e, expression) for e in expressions):
-            expressions.append(dict(expression))
+            edits.set((*_TERMS, index, "matchExpressions"), [dict(expression)])
+            changed = True
+        elif not any(_same_requirement(e, expression) for e in expressions):
+            edits.append((*_TERMS, index, "matchExpressions"), dict(expression))
             changed = True
     return changed
 
 
-def prefer(spec: dict[str, Any], expression: Requirement, weight: int) -> bool:
+def prefer(target: dict[str, Any] | Edits, expression: Requirement, weight: int) -> bool:
     """Add a preferred term for ``expression`` unless one with the same single expression exists."""
-    node_affinity = _node_affinity_view(spec)
-    for item in node_affinity.get(PREFERRED) or []:
+    edits = _edits(target)
+    for item in edits.get(_PREFERRED_PATH) or []:
         expressions = ((item or {}).get("preference") or {}).get("matchExpressions") or []
         fields = ((item or {}).get("preference") or {}).get("matchFields") or []
         if len(expressions) == 1 and not fields and _same_requirement(expressions[0], expression):
             return False
-    node_affinity = _node_affinity(spec)
-    preferred = node_affinity.get(PREFERRED)
-    if not isinstance(preferred, list):
-        preferred = node_affinity[PREFERRED] = []
-    preferred.append({"weight": weight, "preference": {"matchExpressions": [dict(expression)]}})
+    edits.append(_PREFERRED_PATH, {"weight": weight, "preference": {"matchExpressions": [dict(expression)]}})
     return True
 
 
-def _node_affinity_view(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (spec.get("affinity") or {}).get("nodeAffinity") or {}
-
-
-def select(spec: dict[str, Any], key: str, value: str) -> bool:
+def select(target: dict[str, Any] | Edits, key: str, value: str) -> bool:
     """Set ``nodeSelector[key] = value`` unless it is already so."""
-    selector = spec.get("nodeSelector")
-    if not isinstance(selector, dict):
-        selector = spec["nodeSelector"] = {}
-    if selector.get(key) == value:
+    edits = _edits(target)
+    selector = edits.get(("nodeSelector",))
+    if isinstance(selector, dict) and selector.get(key) == value:
         return False
-    selector[key] = value
+    edits.set(("nodeSelector", key), value)
     return True
 
 
@@ -180,14 +171,12 @@ def covers(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     return wanted_op == "Equal" and (existing.get("value") or "") == (wanted.get("value") or "")
 
 
-def tolerate(spec: dict[str, Any], toleration: Mapping[str, Any]) -> bool:
+def tolerate(target: dict[str, Any] | Edits, toleration: Mapping[str, Any]) -> bool:
     """Add ``toleration`` unless an existing one already tolerates the same taints."""
-    tolerations = spec.get("tolerations")
-    if any(covers(t or {}, toleration) for t in tolerations or []):
+    edits = _edits(target)
+    if any(covers(t or {}, toleration) for t in edits.get(("tolerations",)) or []):
         return False
-    if not isinstance(tolerations, list):
-        tolerations = spec["tolerations"] = []
-    tolerations.append(dict(toleration))
+    edits.append(("tolerations",), dict(toleration))
     return True
 
 

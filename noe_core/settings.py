@@ -65,18 +65,28 @@ def is_label_key(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
     if "/" in prefix:
         return False
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         return False
-    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
+    return 0 < len(name) <= 63 and bool(_LABEL_NAME.fullmatch(name))
+
+
+def is_arch_name(name: str) -> bool:
+    """True for a name that can be an architecture or OS in ``kubernetes.io/arch`` / ``kubernetes.io/os``."""
+    return bool(_ARCH_NAME.fullmatch(name))
+
+
+def is_dns_subdomain(name: str) -> bool:
+    """True for a DNS subdomain (RFC 1123) such as a namespace or Secret name."""
+    return bool(_DNS_SUBDOMAIN.fullmatch(name))
 
 
 def is_label_value(value: str) -> bool:
     """True for a Kubernetes label value (≤63 chars, may be empty)."""
-    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+    return len(value) <= 63 and bool(_LABEL_VALUE.fullmatch(value))
 
 
 def _check_arch(name: str, what: str) -> None:
-    if not name or not _ARCH_NAME.match(name):
+    if not is_arch_name(name):
         raise InvalidSettings(f"{what}: {name!r} is not an architecture name such as amd64 or arm64")
 
 
@@ -188,13 +198,13 @@ class PolicySettings:
                     f"--preferred-arch {self.preferred_arch} is not in --cluster-schedulable-archs "
                     f"{','.join(sorted(self.schedulable_archs))}: add it there or change the preference"
                 )
-        if not self.system_os or not _ARCH_NAME.match(self.system_os):
+        if not is_arch_name(self.system_os):
             raise InvalidSettings(f"--system-os: {self.system_os!r} is not an OS name such as linux")
         for key in self.match_node_labels:
             if not is_label_key(key):
                 raise InvalidSettings(f"--match-node-labels: {key!r} is not a valid label key")
         for namespace in self.strict_namespaces:
-            if not namespace or not _DNS_SUBDOMAIN.match(namespace):
+            if not is_dns_subdomain(namespace):
                 raise InvalidSettings(f"--strict-namespaces: {namespace!r} is not a namespace name")
         for toleration in self.arch_tolerations:
             toleration.validate()
@@ -220,26 +230,23 @@ class PolicySettings:
         preference_mode: str = "soft",
         preferred_arch_weight: int | str = 100,
     ) -> PolicySettings:
-        """Build validated settings from flag / environment strings, as the CLI receives them."""
-        try:
-            weight = int(str(preferred_arch_weight).strip())
-        except ValueError:
-            raise InvalidSettings(
-                f"--preferred-arch-weight: {preferred_arch_weight!r} must be an integer from 1 to 100"
-            ) from None
-        mode = preference_mode.strip().lower()
-        if mode not in PREFERENCE_MODES:
-            raise InvalidSettings(f"--preference-mode: {preference_mode!r} must be 'soft' or 'required'")
-        return cls(
-            preferred_arch=preferred_arch.strip(),
-            schedulable_archs=frozenset(parse_list(cluster_schedulable_archs)),
-            system_os=system_os.strip(),
-            match_node_labels=parse_list(match_node_labels),
-            strict_namespaces=frozenset(parse_list(strict_namespaces)),
-            arch_tolerations=parse_arch_tolerations(arch_tolerations),
-            preference_mode=mode,
-            preferred_arch_weight=weight,
-        ).validate()
+        """Build validated settings from flag / environment strings, read as ``noe serve`` reads them.
+
+        The flags' own value parsers do the reading (:mod:`noe_core.cli.flags`),
+        so a value means here what it means on the command line.
+        """
+        from noe_core.cli.policy_options import policy_settings_from_text  # noqa: PLC0415 - it imports this module
+
+        return policy_settings_from_text({
+            "preferred_arch": preferred_arch,
+            "cluster_schedulable_archs": cluster_schedulable_archs,
+            "system_os": system_os,
+            "match_node_labels": match_node_labels,
+            "strict_namespaces": strict_namespaces,
+            "arch_tolerations": arch_tolerations,
+            "preference_mode": preference_mode,
+            "preferred_arch_weight": str(preferred_arch_weight),
+        })
 
     def is_schedulable(self, arch: str) -> bool:
         """True when the cluster may run ``arch`` (an empty schedulable list allows any)."""

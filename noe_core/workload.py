@@ -1,16 +1,20 @@
-"""Where the pod spec sits in the objects noe mutates, and checks of its shape.
+"""A Pod or a DaemonSet's pod template, read once into the typed view the policy trusts.
 
-The API server calls mutating webhooks before validation, so the object may
-be malformed. Every field the policy reads or edits is checked here first, so
-a bad object becomes an :class:`InvalidObject` naming the field (a 400), never
-a ``KeyError`` deep inside the policy (a 500).
+The API server calls mutating webhooks before validation, so the object may be
+malformed. :func:`read_workload` checks every field the policy reads or edits
+and is the only place that raises :class:`InvalidObject` for a pod's shape (a
+400 naming the field); everything after it works on the :class:`Workload` it
+returns. The raw object is kept as it came and never mutated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from noe_core import fields
 from noe_core.errors import InvalidObject
 
 POD = "Pod"
@@ -18,177 +22,221 @@ DAEMON_SET = "DaemonSet"
 KINDS = (POD, DAEMON_SET)
 MAX_DEPTH = 100
 """Deepest nesting of objects and arrays noe accepts. A Pod or DaemonSet is about 15 levels deep;
-much deeper input would exhaust Python's recursion limit in ``copy.deepcopy`` or the patch diff."""
+much deeper input would exhaust Python's recursion limit when the object is copied or serialised."""
+
+PLACEMENT_ANNOTATION = "arch.noe.adevinta.com/placement"
+"""Annotation on a DaemonSet's pod template recording what noe added, so an UPDATE is decided afresh."""
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
-def _mapping(value: object, path: str) -> Mapping[str, Any]:
-    """``value`` as a mapping; ``None`` (JSON null or absent) reads as empty."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidObject(f"{path} must be an object, not {type(value).__name__}")
-    return value
+@dataclass(frozen=True)
+class Workload:
+    """What the policy needs of a Pod or a DaemonSet template, validated.
 
-
-def _list(value: object, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidObject(f"{path} must be a list, not {type(value).__name__}")
-    return value
-
-
-def _string(value: object, path: str, *, optional: bool = True) -> str:
-    if value is None and optional:
-        return ""
-    if not isinstance(value, str):
-        raise InvalidObject(f"{path} must be a string, not {type(value).__name__}")
-    return value
-
-
-def _string_map(value: object, path: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, item in _mapping(value, path).items():
-        if not isinstance(key, str):
-            raise InvalidObject(f"{path} keys must be strings")
-        out[key] = _string(item, f"{path}[{key!r}]", optional=False)
-    return out
-
-
-def _spec_path(kind: str) -> str:
-    return "spec.template.spec" if kind == DAEMON_SET else "spec"
-
-
-def pod_spec(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    """The pod spec inside ``obj`` (the object itself, so a caller may edit its own copy).
-
-    A missing spec is created empty, so callers can always write into it.
+    ``spec`` is the pod spec as sent (read-only; an empty mapping when absent),
+    ``spec_pointer`` where it sits (``/spec`` or ``/spec/template/spec``) and
+    ``spec_state`` whether it is there (``True``), absent (``False``) or null
+    (``None``), so edits know whether they must create it.
     """
-    if not isinstance(obj, dict):
-        raise InvalidObject(f"the {kind} must be an object, not {type(obj).__name__}")
-    if kind == POD:
-        holder: dict[str, Any] = obj
-    elif kind == DAEMON_SET:
-        spec = obj.get("spec")
-        if not isinstance(spec, dict):
-            raise InvalidObject("spec must be an object with a pod template")
-        template = spec.get("template")
-        if not isinstance(template, dict):
-            raise InvalidObject("spec.template must be an object")
-        holder = template
+
+    kind: str
+    obj: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    spec_pointer: str
+    spec_state: bool | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    images: tuple[str, ...]
+    pull_secrets: tuple[str, ...]
+    node_name: str
+    node_selector: Mapping[str, str]
+    placement_record: Mapping[str, Any] | None
+    """What noe recorded on a DaemonSet template when it placed it; ``None`` for pods and when unreadable."""
+
+    @property
+    def template_pointer(self) -> str:
+        """Where the metadata of the pods sits: the object's own, or the DaemonSet template's."""
+        return "/spec/template" if self.kind == DAEMON_SET else ""
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def check_depth(obj: object, limit: int = MAX_DEPTH) -> None:
+    """Raise :class:`InvalidObject` when ``obj`` nests objects or arrays deeper than ``limit`` (no recursion).
+
+    Written for speed: it visits every value of every admitted object once.
+    """
+    stack: list[tuple[Iterable[object], int]] = []
+    _push(stack, obj, 1, limit)
+    while stack:
+        children, depth = stack.pop()
+        for child in children:
+            if type(child) not in _SCALARS:
+                _push(stack, child, depth + 1, limit)
+
+
+def _push(stack: list[tuple[Iterable[object], int]], value: object, depth: int, limit: int) -> None:
+    if type(value) is list:
+        children: Iterable[object] = value
+    elif type(value) is dict or isinstance(value, Mapping):
+        children = value.values()
     else:
+        return
+    if depth > limit:
+        raise InvalidObject(f"the object is nested more than {limit} levels deep")
+    stack.append((children, depth))
+
+
+def read_workload(obj: object, kind: str) -> Workload:
+    """Read a Pod or DaemonSet into a :class:`Workload`; raise :class:`InvalidObject` naming the bad field."""
+    if kind not in KINDS:
         raise InvalidObject(f"kind {kind!r} has no pod spec; noe handles {', '.join(KINDS)}")
-    inner = holder.get("spec")
-    if inner is None:
-        inner = holder["spec"] = {}
-    if not isinstance(inner, dict):
-        raise InvalidObject(f"{_spec_path(kind)} must be an object, not {type(inner).__name__}")
-    return inner
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"the {kind} must be an object, not {fields.json_type(obj)}")
+    check_depth(obj)
+    if kind == DAEMON_SET:
+        spec_field = fields.mapping(obj.get("spec"), "spec")
+        if spec_field.get("template") is None:
+            raise InvalidObject("spec.template is missing: a DaemonSet needs a pod template")
+        holder = fields.mapping(spec_field.get("template"), "spec.template")
+        meta_path, spec_path, pointer = "spec.template.metadata", "spec.template.spec", "/spec/template/spec"
+    else:
+        holder = obj
+        meta_path, spec_path, pointer = "metadata", "spec", "/spec"
+    metadata = fields.mapping(holder.get("metadata"), meta_path)
+    labels = fields.string_map(metadata.get("labels"), f"{meta_path}.labels")
+    annotations = _annotations(metadata.get("annotations"), f"{meta_path}.annotations")
+    raw_spec = holder.get("spec")
+    spec = fields.mapping(raw_spec, spec_path)
+    state: bool | None = "spec" in holder and (None if raw_spec is None else True)
+    _check_placement_fields(spec, spec_path)
+    return Workload(
+        kind=kind,
+        obj=obj,
+        spec=spec,
+        spec_pointer=pointer,
+        spec_state=state,
+        labels=labels,
+        annotations=annotations,
+        images=_images(spec, spec_path),
+        pull_secrets=pull_secret_names(spec.get("imagePullSecrets")),
+        node_name=fields.string(spec.get("nodeName"), f"{spec_path}.nodeName"),
+        node_selector=fields.string_map(spec.get("nodeSelector"), f"{spec_path}.nodeSelector"),
+        placement_record=_placement_record(annotations) if kind == DAEMON_SET else None,
+    )
+
+
+def _annotations(value: object, path: str) -> Mapping[str, str]:
+    """Annotations as far as noe reads them: string values of an object, anything else ignored.
+
+    noe neither reads nor edits other annotations, so their shape is left to the API server's validation.
+    """
+    del path
+    if not isinstance(value, Mapping):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _images(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
+    """The images of ``containers`` then ``initContainers``, de-duplicated in order, empty ignored.
+
+    Ephemeral containers are left out: they cannot exist when a pod is created.
+    A null container entry reads as empty.
+    """
+    images: dict[str, None] = {}
+    for field in ("containers", "initContainers"):
+        for index, container in enumerate(fields.array(spec.get(field), f"{path}.{field}")):
+            item = fields.mapping(container, f"{path}.{field}[{index}]")
+            image = fields.string(item.get("image"), f"{path}.{field}[{index}].image")
+            if image.strip():
+                images.setdefault(image, None)
+    return tuple(images)
+
+
+def pull_secret_names(value: object) -> tuple[str, ...]:
+    """``imagePullSecrets`` names, de-duplicated in order; entries that name nothing are skipped.
+
+    Malformed entries are not an error: the kubelet ignores them too, and a
+    missing secret only means anonymous access.
+    """
+    names: dict[str, None] = {}  # an ordered set: the list may be long
+    for entry in value if isinstance(value, list) else ():
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if isinstance(name, str) and name:
+            names.setdefault(name, None)
+    return tuple(names)
+
+
+def _check_placement_fields(spec: Mapping[str, Any], path: str) -> None:
+    """The fields the policy reads or edits, beyond images: tolerations and node affinity."""
+    for index, toleration in enumerate(fields.array(spec.get("tolerations"), f"{path}.tolerations")):
+        item = fields.mapping(toleration, f"{path}.tolerations[{index}]")
+        for key in ("key", "operator", "value", "effect"):
+            fields.string(item.get(key), f"{path}.tolerations[{index}].{key}")
+    affinity = fields.mapping(spec.get("affinity"), f"{path}.affinity")
+    base = f"{path}.affinity.nodeAffinity"
+    node_affinity = fields.mapping(affinity.get("nodeAffinity"), base)
+    required_path = f"{base}.{_REQUIRED}"
+    required = fields.mapping(node_affinity.get(_REQUIRED), required_path)
+    terms = fields.array(required.get("nodeSelectorTerms"), f"{required_path}.nodeSelectorTerms")
+    for index, term in enumerate(terms):
+        _check_term(term, f"{required_path}.nodeSelectorTerms[{index}]")
+    preferred_path = f"{base}.{_PREFERRED}"
+    for index, item in enumerate(fields.array(node_affinity.get(_PREFERRED), preferred_path)):
+        entry = fields.mapping(item, f"{preferred_path}[{index}]")
+        fields.integer(entry.get("weight"), f"{preferred_path}[{index}].weight")
+        _check_term(entry.get("preference"), f"{preferred_path}[{index}].preference")
+
+
+def _check_term(term: object, path: str) -> None:
+    term_map = fields.mapping(term, path)
+    for field in ("matchExpressions", "matchFields"):
+        for index, expression in enumerate(fields.array(term_map.get(field), f"{path}.{field}")):
+            where = f"{path}.{field}[{index}]"
+            item = fields.mapping(expression, where)
+            fields.string(item.get("key"), f"{where}.key", required=True)
+            fields.string(item.get("operator"), f"{where}.operator", required=True)
+            for value_index, value in enumerate(fields.array(item.get("values"), f"{where}.values")):
+                fields.string(value, f"{where}.values[{value_index}]", required=True)
+
+
+def _placement_record(annotations: Mapping[str, str]) -> Mapping[str, Any] | None:
+    raw = annotations.get(PLACEMENT_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+# ---------------------------------------------------------------- the earlier, object-level helpers
+
+
+def images_of(obj: Mapping[str, Any], kind: str) -> list[str]:
+    """The images of ``containers`` then ``initContainers`` (see :func:`read_workload`)."""
+    return list(read_workload(obj, kind).images)
 
 
 def pod_labels(obj: Mapping[str, Any], kind: str) -> dict[str, str]:
     """The labels the pods will carry: the Pod's own, or the DaemonSet template's."""
-    if kind == DAEMON_SET:
-        template = _mapping(_mapping(obj.get("spec"), "spec").get("template"), "spec.template")
-        metadata = _mapping(template.get("metadata"), "spec.template.metadata")
-        return _string_map(metadata.get("labels"), "spec.template.metadata.labels")
-    metadata = _mapping(obj.get("metadata"), "metadata")
-    return _string_map(metadata.get("labels"), "metadata.labels")
-
-
-def _check_term(term: object, path: str, *, fields: bool) -> None:
-    term_map = _mapping(term, path)
-    for index, expression in enumerate(_list(term_map.get("matchExpressions"), f"{path}.matchExpressions")):
-        _check_requirement(expression, f"{path}.matchExpressions[{index}]")
-    if fields:
-        for index, expression in enumerate(_list(term_map.get("matchFields"), f"{path}.matchFields")):
-            _check_requirement(expression, f"{path}.matchFields[{index}]")
-
-
-def _check_requirement(expression: object, path: str) -> None:
-    item = _mapping(expression, path)
-    _string(item.get("key"), f"{path}.key", optional=False)
-    _string(item.get("operator"), f"{path}.operator", optional=False)
-    for index, value in enumerate(_list(item.get("values"), f"{path}.values")):
-        _string(value, f"{path}.values[{index}]", optional=False)
-
-
-def check_pod_spec(spec: Mapping[str, Any], path: str = "spec") -> None:
-    """Raise :class:`InvalidObject` when a field noe reads or edits has the wrong shape."""
-    for field in ("containers", "initContainers"):
-        for index, container in enumerate(_list(spec.get(field), f"{path}.{field}")):
-            item = _mapping(container, f"{path}.{field}[{index}]")
-            _string(item.get("image"), f"{path}.{field}[{index}].image")
-    _string(spec.get("nodeName"), f"{path}.nodeName")
-    _string_map(spec.get("nodeSelector"), f"{path}.nodeSelector")
-    for index, toleration in enumerate(_list(spec.get("tolerations"), f"{path}.tolerations")):
-        item = _mapping(toleration, f"{path}.tolerations[{index}]")
-        for key in ("key", "operator", "value", "effect"):
-            _string(item.get(key), f"{path}.tolerations[{index}].{key}")
-    affinity = _mapping(spec.get("affinity"), f"{path}.affinity")
-    node_affinity = _mapping(affinity.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
-    base = f"{path}.affinity.nodeAffinity"
-    required_path = f"{base}.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), required_path)
-    terms = _list(required.get("nodeSelectorTerms"), f"{required_path}.nodeSelectorTerms")
-    for index, term in enumerate(terms):
-        _check_term(term, f"{required_path}.nodeSelectorTerms[{index}]", fields=True)
-    preferred_path = f"{base}.preferredDuringSchedulingIgnoredDuringExecution"
-    preferred = _list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), preferred_path)
-    for index, item in enumerate(preferred):
-        entry = _mapping(item, f"{preferred_path}[{index}]")
-        weight = entry.get("weight")
-        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int)):
-            raise InvalidObject(f"{preferred_path}[{index}].weight must be an integer")
-        _check_term(entry.get("preference"), f"{preferred_path}[{index}].preference", fields=True)
-
-
-def check_depth(obj: object, limit: int = MAX_DEPTH) -> None:
-    """Raise :class:`InvalidObject` when ``obj`` nests objects or arrays deeper than ``limit`` (no recursion)."""
-    stack: list[tuple[object, int]] = [(obj, 1)]
-    while stack:
-        value, depth = stack.pop()
-        children = value.values() if isinstance(value, Mapping) else value if isinstance(value, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            raise InvalidObject(f"the object is nested more than {limit} levels deep")
-        stack.extend((child, depth + 1) for child in children)
+    return dict(read_workload(obj, kind).labels)
 
 
 def check_workload(obj: object, kind: str) -> None:
-    """Check that ``obj`` is a ``kind`` noe can read: its labels and the pod spec fields it uses."""
-    if not isinstance(obj, dict):
-        raise InvalidObject(f"the {kind} must be an object, not {type(obj).__name__}")
-    check_depth(obj)
-    pod_labels(obj, kind)
-    check_pod_spec(pod_spec_view(obj, kind), _spec_path(kind))
+    """Check that ``obj`` is a ``kind`` noe can read (see :func:`read_workload`)."""
+    read_workload(obj, kind)
 
 
-def pod_spec_view(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
-    """The pod spec for reading only: never creates anything in ``obj``."""
-    if kind == DAEMON_SET:
-        spec = _mapping(obj.get("spec"), "spec")
-        if spec.get("template") is None:
-            raise InvalidObject("spec.template is missing: a DaemonSet needs a pod template")
-        template = _mapping(spec.get("template"), "spec.template")
-        return _mapping(template.get("spec"), "spec.template.spec")
-    if kind == POD:
-        return _mapping(obj.get("spec"), "spec")
-    raise InvalidObject(f"kind {kind!r} has no pod spec; noe handles {', '.join(KINDS)}")
-
-
-def images_of(obj: Mapping[str, Any], kind: str) -> list[str]:
-    """The images of ``containers`` then ``initContainers``, de-duplicated in order, empty ignored.
-
-    Ephemeral containers are left out: they cannot exist when a pod is created.
-    """
-    check_workload(obj, kind)
-    spec = pod_spec_view(obj, kind)
-    images: dict[str, None] = {}
-    for field in ("containers", "initContainers"):
-        for container in spec.get(field) or []:
-            image = (container or {}).get("image") or ""  # a null entry reads as empty, as check_pod_spec allows
-            if image.strip():
-                images.setdefault(image, None)
-    return list(images)
+def pod_spec(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The pod spec inside ``obj`` for editing in place (created empty when missing)."""
+    holder = read_workload(obj, kind)
+    target: dict[str, Any] = obj if holder.kind == POD else obj["spec"]["template"]
+    if not isinstance(target.get("spec"), dict):
+        target["spec"] = {}
+    spec: dict[str, Any] = target["spec"]
+    return spec

@@ -4,7 +4,10 @@ The web layer hands a decoded AdmissionReview to :meth:`AdmissionService.review`
 and serialises what comes back. Every step that can be slow is bounded by one
 :class:`~noe_core.deadline.Deadline` of ``--admission-deadline`` seconds:
 
-1. the images the policy needs (:func:`noe_core.policy.images_to_inspect`);
+The admission itself is :func:`noe_core.admission.admit`, the same function
+``noe mutate`` calls; this service supplies its ``inspect``:
+
+1. ``admit`` reads the object once and asks for the images the policy needs;
 2. ``--image-platforms`` answers first; for the rest, the pod's
    ``imagePullSecrets`` are read through the Kubernetes API (missing or
    forbidden → a warning and anonymous access) and the images resolved in
@@ -12,7 +15,7 @@ and serialises what comes back. Every step that can be slow is bounded by one
    abandoned and become ``LookupFailure("timed out after Ns")`` (shared with
    ``noe mutate`` in :mod:`noe_core.registry.inspection`), which the
    policy turns into a warning (or a deny in a strict namespace);
-3. :func:`noe_core.policy.decide` and :func:`noe_core.admission.review_response`;
+3. ``admit`` places the pod and builds the response from the policy's own patch;
 4. Events are queued (never written on the request path, never on dry-run);
 5. one JSON log line and the metrics.
 
@@ -24,22 +27,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
-import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from noe_core.admission import AdmissionRequest, parse_admission_review, review_response
+from noe_core.admission import Admission, AdmissionRequest, admit, parse_admission_review
 from noe_core.deadline import Deadline
-from noe_core.errors import CredentialError, InvalidObject
-from noe_core.lookup import Lookup, LookupFailure
+from noe_core.errors import CredentialError
+from noe_core.lookup import LookupFailure, LookupRequest, LookupResult
 from noe_core.platforms_file import StaticPlatforms
-from noe_core.policy import Decision, acts_on, decide, images_to_inspect, limit_warning
+from noe_core.policy import limit_warning
 from noe_core.registry.inspection import ImageInspector, PlatformResolver
 from noe_core.settings import PolicySettings
-from noe_core.workload import pod_spec_view
 from noe_web.events import (
     NORMAL,
     REASON_FAILED,
@@ -153,77 +153,48 @@ class AdmissionService:
         deadline = Deadline.after(self.deadline_seconds)
         request = parse_admission_review(doc)
         stats = AdmissionStats()
-        images = images_to_inspect(
-            request.obj, kind=request.kind, operation=request.operation, sub_resource=request.sub_resource
-        )
-        extra_warnings: list[str] = []
-        lookups = self._lookups(request, images, deadline, stats, extra_warnings) if images else {}
-        decision = decide(
-            request.obj,
-            kind=request.kind,
-            operation=request.operation,
-            namespace=request.namespace,
-            lookups=lookups,
-            settings=self.policy,
-            dry_run=request.dry_run,
-            sub_resource=request.sub_resource,
-        )
-        if extra_warnings:
-            merged = tuple(dict.fromkeys((*decision.warnings, *extra_warnings)))
-            decision = dataclasses.replace(decision, warnings=merged)
-        response = review_response(request, decision)
-        label = self._label(request, decision)
+        admission = admit(request, self.policy, lambda lookup: self._inspect(request, lookup, deadline, stats))
         if not request.dry_run:
-            self._record_events(request, decision)
+            self._record_events(admission)
         seconds = time.monotonic() - started
-        if label == "skipped":
+        if admission.label == "skipped":
             self.metrics.skipped(request.kind, request.operation)
-        self.metrics.admission(namespace=request.namespace, kind=request.kind, decision=label, seconds=seconds)
-        self._log(request, images, lookups, decision, label, seconds, stats)
-        return response
-
-    @staticmethod
-    def _label(request: AdmissionRequest, decision: Decision) -> str:
-        if not decision.allowed:
-            return "denied"
-        if decision.changed:
-            return "mutated"
-        if not acts_on(request.kind, request.operation, request.sub_resource):
-            return "skipped"
-        return "allowed"
+        self.metrics.admission(
+            namespace=request.namespace, kind=request.kind, decision=admission.label, seconds=seconds
+        )
+        self._log(admission, seconds, stats)
+        return admission.response
 
     # ------------------------------------------------------------------ lookups
-    def _lookups(
-        self,
-        request: AdmissionRequest,
-        images: Sequence[str],
-        deadline: Deadline,
-        stats: AdmissionStats,
-        warnings: list[str],
-    ) -> dict[str, Lookup]:
+    def _inspect(
+        self, request: AdmissionRequest, lookup: LookupRequest, deadline: Deadline, stats: AdmissionStats
+    ) -> LookupResult:
+        images = lookup.images
         static = self.static
+        warnings: list[str] = []
         needs_registry = self.resolver is not None and (
             static is None or any(static.get(image) is None for image in images)
         )
-        keychain = self._pull_secret_keychain(request, deadline, warnings) if needs_registry else None
+        keychain = self._pull_secret_keychain(request, lookup, deadline, warnings) if needs_registry else None
         context = contextvars.copy_context()
         context.run(_current_stats.set, stats)
         try:
             inspection = context.run(self._inspector.inspect, images, deadline=deadline, keychain=keychain)
         except Exception as exc:  # a bug in a lookup must not fail the admission
             log.exception("image lookups failed unexpectedly")
-            return {image: LookupFailure(f"internal error ({type(exc).__name__})") for image in images}
+            failed = LookupFailure(f"internal error ({type(exc).__name__})")
+            return LookupResult(dict.fromkeys(images, failed), tuple(warnings))
         if inspection.declared:
             self.metrics.static_lookups.inc(len(inspection.declared))
-        return inspection.lookups
+        return LookupResult(inspection.lookups, tuple(warnings))
 
     def _pull_secret_keychain(
-        self, request: AdmissionRequest, deadline: Deadline, warnings: list[str]
+        self, request: AdmissionRequest, lookup: LookupRequest, deadline: Deadline, warnings: list[str]
     ) -> Any:
-        names = _pull_secret_names(request)
+        names = lookup.pull_secrets
         if not names:
             return None
-        ns = request.namespace
+        ns = lookup.namespace
         if self.kube is None:
             warnings.append(limit_warning(
                 "imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously"
@@ -261,10 +232,9 @@ class AdmissionService:
         return chains[0] if len(chains) == 1 else MultiKeychain(*chains)
 
     # ------------------------------------------------------------------ events and logs
-    def _record_events(self, request: AdmissionRequest, decision: Decision) -> None:
-        if self.events is None or not request.namespace:
-            return
-        if not acts_on(request.kind, request.operation, request.sub_resource):
+    def _record_events(self, admission: Admission) -> None:
+        request, decision = admission.request, admission.decision
+        if self.events is None or not request.namespace or admission.label == "skipped":
             return
         if not decision.allowed:
             kind, reason, message = WARNING, REASON_FAILED, decision.message or "denied"
@@ -282,16 +252,8 @@ class AdmissionService:
             what = f"{request.kind.lower()}s of {owner.kind} {owner.name}"
             self.events.record(EventRequest(owner, kind, reason, f"{what}: {message}", is_owner=True))
 
-    def _log(  # noqa: PLR0917
-        self,
-        request: AdmissionRequest,
-        images: Sequence[str],
-        lookups: Mapping[str, Lookup],
-        decision: Decision,
-        label: str,
-        seconds: float,
-        stats: AdmissionStats,
-    ) -> None:
+    def _log(self, admission: Admission, seconds: float, stats: AdmissionStats) -> None:
+        request, decision = admission.request, admission.decision
         meta = request.obj.get("metadata") if isinstance(request.obj.get("metadata"), dict) else {}
         assert isinstance(meta, dict)
         fields: dict[str, Any] = {
@@ -303,12 +265,12 @@ class AdmissionService:
             "kind": request.kind,
             "operation": request.operation,
             "dry_run": request.dry_run,
-            "images": list(images),
-            "decision": label,
+            "images": list(admission.images),
+            "decision": admission.label,
             "common": list(decision.common) if decision.common is not None else None,
             "warnings": list(decision.warnings),
             "message": decision.message,
-            "failed_lookups": sorted(i for i, v in lookups.items() if isinstance(v, LookupFailure)),
+            "failed_lookups": sorted(i for i, v in admission.lookups.items() if isinstance(v, LookupFailure)),
             "duration_ms": round(seconds * 1000, 2),
             "cache_hits": stats.cache_hits,
             "cache_misses": stats.cache_misses,
@@ -316,17 +278,3 @@ class AdmissionService:
             "registry_requests": stats.registry_requests,
         }
         log.info("admission", extra={"fields": fields})
-
-
-def _pull_secret_names(request: AdmissionRequest) -> list[str]:
-    try:
-        spec = pod_spec_view(request.obj, request.kind)
-    except InvalidObject:
-        return []
-    entries = spec.get("imagePullSecrets") if isinstance(spec, Mapping) else None
-    names: dict[str, None] = {}  # an ordered set: the list may be long
-    for entry in entries if isinstance(entries, list) else ():
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if isinstance(name, str) and name:
-            names.setdefault(name, None)
-    return list(names)

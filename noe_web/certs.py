@@ -36,8 +36,9 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 
-from noe_core.cli.options import add_option
+from noe_core.cli.flags import add_flags, require
 from noe_core.errors import InvalidSettings
+from noe_web.flags import CERTS_FLAGS, KUBECONFIG
 from noe_web.kube import ApiConfig, KubeClient, KubeError, NotFound, Unavailable, discover
 from noe_web.tls import issue_serving_cert, make_ca
 
@@ -361,22 +362,7 @@ def add_certs_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
             "Keeps a certificate that is still valid beyond --renew-before-days."
         ),
     )
-    add_option(parser, "--namespace", default=None, metavar="NS",
-               help="namespace of the Service and the Secret (default: the pod's own namespace)")
-    add_option(parser, "--service", default="noe", metavar="NAME", help="the webhook Service's name")
-    add_option(parser, "--secret", default="noe-tls", metavar="NAME", help="the TLS Secret to write")
-    add_option(parser, "--webhook-config", default="", metavar="NAME",
-               help="MutatingWebhookConfiguration whose caBundle to set (empty: none)")
-    add_option(parser, "--cluster-domain", default="cluster.local", metavar="DOMAIN",
-               help="DNS suffix of Services in the cluster")
-    add_option(parser, "--validity-days", default=365, type=int, metavar="DAYS",
-               help="lifetime of the serving certificate")
-    add_option(parser, "--ca-validity-days", default=3650, type=int, metavar="DAYS", help="lifetime of the CA")
-    add_option(parser, "--renew-before-days", default=30, type=int, metavar="DAYS",
-               help="renew when the certificate or its CA has this many days left or fewer")
-    add_option(parser, "--force", action="store_true", default=False, help="issue a new certificate even if valid")
-    add_option(parser, "--kubeconfig", default=None, metavar="FILE",
-               help="kubeconfig to use (default: the in-cluster service account)")
+    add_flags(parser, CERTS_FLAGS)
     parser.set_defaults(run=run_certs)
 
 
@@ -400,7 +386,7 @@ def run_certs(
         say("no namespace: give --namespace (or run in a pod)")
         return 2
     try:
-        config = discover(Path(ns.kubeconfig) if ns.kubeconfig else None)
+        config = discover(require(ns, KUBECONFIG))
         if config is None:
             say("no Kubernetes API: give --kubeconfig or run in a pod with a service account")
             return 2

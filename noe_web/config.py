@@ -1,31 +1,35 @@
 """``noe serve`` flags (each also a ``NOE_*`` environment variable) → :class:`ServeConfig`.
 
-:meth:`ServeConfig.from_args` validates everything that can be checked before
-the first request — addresses, numbers, files, the policy and registry
-settings, the ``--image-platforms`` file, the kubeconfig — and raises
+:mod:`noe_web.flags` declares the flags and their value parsers, so a bad
+address, number or name is a usage error before this module runs.
+:meth:`ServeConfig.from_args` checks what needs the machine or several flags —
+files exist, the TLS pair loads, ports differ, the ``--image-platforms`` file
+and the kubeconfig parse, the policy and registry settings agree — and raises
 :class:`~noe_core.errors.InvalidSettings` with one line that names the flag.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noe_core.cli.options import add_option
+from noe_core.cli.flags import add_flags, require, usage_error
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
 from noe_core.settings import PolicySettings
-
-DEFAULT_BIND = "0.0.0.0:8443"
-DEFAULT_METRICS_ADDR = ":8080"
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-MAX_ADMISSION_DEADLINE = 29.0  # the API server's webhook timeout is at most 30 s
-_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]*):(?P<port>[0-9]{1,5})$")
+from noe_web.flags import (
+    BIND,
+    CERT_DIR,
+    IMAGE_PLATFORMS,
+    KUBECONFIG,
+    METRICS_ADDR,
+    SERVE_FLAGS,
+    TLS_CERT_FILE,
+    TLS_KEY_FILE,
+)
 
 
 def default_state_dir(environ: dict[str, str] | None = None) -> Path:
@@ -38,73 +42,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Every ``noe serve`` flag: the service's own, then the policy and registry ones."""
     from noe_core.cli.registry_options import add_registry_arguments  # noqa: PLC0415
 
-    group = parser.add_argument_group("webhook service")
-    add_option(group, "--bind", default=DEFAULT_BIND, help="HOST:PORT the TLS webhook listens on")
-    add_option(group, "--tls-cert-file", default="", help="serving certificate (PEM); with --tls-key-file")
-    add_option(group, "--tls-key-file", default="", help="private key of --tls-cert-file (PEM)")
-    add_option(group, "--cert-dir", default="",
-               help="directory holding tls.crt and tls.key, e.g. a mounted cert-manager Secret (Noe's flag)")
-    add_option(group, "--state-dir", default="",
-               help="where the self-signed CA and certificate are kept when no certificate is given "
-                    "[default $XDG_STATE_HOME/noe or ~/.local/state/noe]")
-    add_option(group, "--metrics-addr", default=DEFAULT_METRICS_ADDR,
-               help="HOST:PORT of the plain-HTTP Prometheus /metrics server; empty disables it (Noe's flag)")
-    add_option(group, "--workers", default="2", help="gunicorn worker processes")
-    add_option(group, "--threads", default="8", help="threads per worker (gthread)")
-    add_option(group, "--graceful-timeout", default="10",
-               help="seconds in-flight admissions get to finish on shutdown")
-    add_option(group, "--kubeconfig", default="",
-               help="kubeconfig for the Kubernetes API (pull secrets, Events); default: in-cluster service "
-                    "account, or no API access")
-    add_option(group, "--admission-deadline", default="5",
-               help="seconds within which every admission is answered; lookups still running are abandoned "
-                    "(keep it below the webhook's timeoutSeconds)")
-    add_option(group, "--image-platforms", default="",
-               help="JSON/YAML file of image (or glob) → platforms, consulted before the registry")
-    add_option(group, "--pull-secret-cache-ttl", default="30",
-               help="seconds a pull Secret read from the API is reused")
-    add_option(group, "--event-queue-size", default="1000",
-               help="Events waiting to be written before new ones are dropped (and counted)")
-    add_option(group, "--max-body-bytes", default=str(3 * 1024 * 1024),
-               help="largest AdmissionReview accepted (the API server sends at most 3 MiB objects)")
-    add_option(group, "--control-socket", default="",
-               help="path of gunicorn's control socket; empty (the default) creates none, as a read-only "
-                    "root filesystem needs")
-    add_option(group, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    add_flags(parser.add_argument_group("webhook service"), SERVE_FLAGS)
     add_policy_arguments(parser)
     add_registry_arguments(parser)
-
-
-def parse_host_port(text: str, flag: str) -> tuple[str, int]:
-    """``0.0.0.0:8443``, ``:8443``, ``[::1]:8443`` → (host, port); empty host means all interfaces."""
-    match = _HOST_PORT.match(text.strip())
-    if not match:
-        raise InvalidSettings(f"{flag} {text!r} must be HOST:PORT, e.g. 0.0.0.0:8443 or :8443")
-    port = int(match["port"])
-    if port > 65535:
-        raise InvalidSettings(f"{flag} {text!r}: port {port} is above 65535")
-    return match["host"].strip("[]"), port
-
-
-def _number(value: Any, flag: str, *, minimum: float, maximum: float = math.inf, integer: bool = False) -> float:
-    try:
-        number = float(value) if not integer else int(str(value).strip())
-    except (TypeError, ValueError):
-        kind = "an integer" if integer else "a number"
-        raise InvalidSettings(f"{flag} {value!r} is not {kind}") from None
-    if not math.isfinite(number) or number < minimum or number > maximum:
-        bound = f"between {minimum:g} and {maximum:g}" if maximum != math.inf else f"at least {minimum:g}"
-        raise InvalidSettings(f"{flag} {value!r} must be {bound}")
-    return number
-
-
-def _file(value: str, flag: str) -> Path | None:
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    if not path.is_file():
-        raise InvalidSettings(f"{flag} {value}: no such file")
-    return path
 
 
 @dataclass(frozen=True)
@@ -151,27 +91,25 @@ class ServeConfig:
         )
         from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
 
-        bind_host, bind_port = parse_host_port(ns.bind or DEFAULT_BIND, "--bind")
+        bind_host, bind_port = ns.bind
         metrics_host: str | None = None
         metrics_port: int | None = None
-        if (ns.metrics_addr or "").strip() not in ("", "0"):
-            metrics_host, metrics_port = parse_host_port(ns.metrics_addr, "--metrics-addr")
+        if ns.metrics_addr is not None:
+            metrics_host, metrics_port = ns.metrics_addr
             if metrics_port == bind_port and metrics_port != 0 and metrics_host in (bind_host, "", "0.0.0.0"):  # noqa: S104
-                raise InvalidSettings(f"--metrics-addr {ns.metrics_addr} uses the port of --bind {ns.bind}")
+                raise InvalidSettings(
+                    f"{METRICS_ADDR.name} {metrics_host}:{metrics_port} uses the port of {BIND.name} "
+                    f"{bind_host}:{bind_port}"
+                )
         cert, key = _cert_pair(ns)
-        deadline = _number(ns.admission_deadline, "--admission-deadline", minimum=0.1,
-                           maximum=MAX_ADMISSION_DEADLINE)
-        platforms = _file(ns.image_platforms, "--image-platforms")
+        platforms = require(ns, IMAGE_PLATFORMS)
         if platforms is not None:
             StaticPlatforms.load(platforms)  # raises InvalidSettings naming the bad entry
-        kubeconfig = _file(ns.kubeconfig, "--kubeconfig")
+        kubeconfig = require(ns, KUBECONFIG)
         if kubeconfig is not None:
             from noe_web.kube import load_kubeconfig  # noqa: PLC0415
 
             load_kubeconfig(kubeconfig)
-        level = str(ns.log_level or "INFO").upper()
-        if level not in LOG_LEVELS:
-            raise InvalidSettings(f"--log-level {ns.log_level!r} must be one of {', '.join(LOG_LEVELS)}")
         policy = policy_settings_from_args(ns)
         registry = registry_settings_from_args(ns)
         node_keychain = node_keychain_from_args(ns)
@@ -180,23 +118,20 @@ class ServeConfig:
             bind_port=bind_port,
             tls_cert_file=cert,
             tls_key_file=key,
-            state_dir=Path(ns.state_dir).expanduser() if ns.state_dir else default_state_dir(),
+            state_dir=ns.state_dir or default_state_dir(),
             metrics_host=metrics_host,
             metrics_port=metrics_port,
-            workers=int(_number(ns.workers, "--workers", minimum=1, maximum=64, integer=True)),
-            threads=int(_number(ns.threads, "--threads", minimum=1, maximum=256, integer=True)),
-            graceful_timeout=_number(ns.graceful_timeout, "--graceful-timeout", minimum=0, maximum=600),
+            workers=ns.workers,
+            threads=ns.threads,
+            graceful_timeout=ns.graceful_timeout,
             kubeconfig=kubeconfig,
-            admission_deadline=deadline,
+            admission_deadline=ns.admission_deadline,
             image_platforms=platforms,
-            pull_secret_cache_ttl=_number(ns.pull_secret_cache_ttl, "--pull-secret-cache-ttl", minimum=0,
-                                          maximum=3600),
-            event_queue_size=int(_number(ns.event_queue_size, "--event-queue-size", minimum=1,
-                                         maximum=1_000_000, integer=True)),
-            max_body_bytes=int(_number(ns.max_body_bytes, "--max-body-bytes", minimum=1024,
-                                       maximum=64 * 1024 * 1024, integer=True)),
+            pull_secret_cache_ttl=ns.pull_secret_cache_ttl,
+            event_queue_size=ns.event_queue_size,
+            max_body_bytes=ns.max_body_bytes,
             control_socket=str(ns.control_socket or ""),
-            log_level=level,
+            log_level=ns.log_level,
             policy=policy,
             registry=registry,
             node_keychain=node_keychain,
@@ -244,20 +179,20 @@ def _plain(value: Any, skip: tuple[str, ...] = ()) -> Any:
 
 
 def _cert_pair(ns: argparse.Namespace) -> tuple[Path | None, Path | None]:
-    cert_flag, key_flag, cert_dir = ns.tls_cert_file or "", ns.tls_key_file or "", ns.cert_dir or ""
-    if cert_dir and (cert_flag or key_flag):
+    if ns.cert_dir is not None and (ns.tls_cert_file is not None or ns.tls_key_file is not None):
         raise InvalidSettings("--cert-dir and --tls-cert-file/--tls-key-file are alternatives: give one")
-    if cert_dir:
-        directory = Path(cert_dir).expanduser()
-        if not directory.is_dir():
-            raise InvalidSettings(f"--cert-dir {cert_dir}: no such directory")
+    if ns.tls_cert_file is not None and ns.tls_key_file is None:
+        raise usage_error(ns, TLS_CERT_FILE, f"needs {TLS_KEY_FILE.name} too: the two go together")
+    if ns.tls_key_file is not None and ns.tls_cert_file is None:
+        raise usage_error(ns, TLS_KEY_FILE, f"needs {TLS_CERT_FILE.name} too: the two go together")
+    directory = require(ns, CERT_DIR)
+    if directory is not None:
         cert, key = directory / "tls.crt", directory / "tls.key"
-    elif cert_flag or key_flag:
-        if not (cert_flag and key_flag):
-            raise InvalidSettings("--tls-cert-file and --tls-key-file go together: give both")
-        cert, key = Path(cert_flag).expanduser(), Path(key_flag).expanduser()
     else:
-        return None, None
+        given_cert, given_key = require(ns, TLS_CERT_FILE), require(ns, TLS_KEY_FILE)
+        if given_cert is None or given_key is None:
+            return None, None
+        cert, key = given_cert, given_key
     from noe_web.tls import check_pair  # noqa: PLC0415
 
     check_pair(cert, key)

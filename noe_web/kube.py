@@ -1,4 +1,4 @@
-"""The Kubernetes API, for the two calls the webhook makes: read a Secret, write an Event.
+"""The Kubernetes API: read a Secret and write an Event (the webhook), list collections (``noe report``).
 
 Configuration comes from a kubeconfig file (``--kubeconfig``: its current
 context; token, token file, client certificate and key as data or files,
@@ -23,11 +23,11 @@ import os
 import ssl
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import requests
 import yaml
@@ -408,6 +408,39 @@ class KubeClient:
     def _remember(self, key: tuple[str, str], value: dict[str, Any] | KubeError, ttl: float) -> None:
         if self._secrets is not None:
             self._secrets.set(key, value, ttl)
+
+    def list_objects(
+        self, path: str, *, page_size: int = 500, timeout: float | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of the collection at ``path`` (``/api/v1/pods``), read page by page.
+
+        Uses ``limit`` and ``continue`` as kubectl does, so a large cluster is never
+        one huge answer. Items come without ``kind`` (the API leaves it on the list).
+        Raises :class:`KubeError`; an expired ``continue`` token (410) says to run again.
+        """
+        token = ""
+        while True:
+            query = {"limit": str(page_size), **({"continue": token} if token else {})}
+            try:
+                body = self._request("GET", f"{path}?{urlencode(query)}", timeout=timeout)
+            except Unavailable as exc:
+                if exc.status == 410:
+                    raise Unavailable(
+                        f"GET {path}: the list changed too much while it was read (410 Expired); run again",
+                        status=410,
+                    ) from exc
+                raise
+            items = body.get("items") if isinstance(body, dict) else None
+            if not isinstance(items, list):
+                raise Unavailable(f"GET {path}: the answer is not a list of objects")
+            for item in items:
+                if isinstance(item, dict):
+                    yield item
+            metadata = body.get("metadata")
+            following = metadata.get("continue") if isinstance(metadata, dict) else None
+            if not following or not isinstance(following, str):
+                return
+            token = following
 
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"

@@ -53,7 +53,15 @@ class JsonFormatter(logging.Formatter):
 
 
 class LineHandler(logging.Handler):
-    """Each record as one ``write(2)`` on stdout: lines of concurrent workers never interleave."""
+    """Each record as one ``write(2)`` on stdout: lines of concurrent workers never interleave.
+
+    Since each line is a single write, the handler needs no lock: with one, the
+    request threads of a worker queued behind each other's log line, which took
+    more time than the admission itself under load.
+    """
+
+    def createLock(self) -> None:
+        self.lock = None
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -159,9 +167,7 @@ def _metrics_dir() -> tuple[Path, Callable[[], None]]:
 
 
 def run_serve(ns: argparse.Namespace) -> int:
-    configure_logging(str(getattr(ns, "log_level", "INFO") or "INFO").upper()
-                      if str(getattr(ns, "log_level", "INFO") or "INFO").upper() in
-                      ("DEBUG", "INFO", "WARNING", "ERROR") else "INFO")
+    configure_logging(ns.log_level)
     try:
         config = ServeConfig.from_args(ns)
         tls = _tls(config)
@@ -255,9 +261,10 @@ def _api(config: ServeConfig) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m noe_web.serve [flags]``: the serve subcommand alone."""
+    from noe_core.cli.flags import NoeArgumentParser  # noqa: PLC0415
     from noe_core.cli.options import go_style_argv  # noqa: PLC0415
 
-    parser = argparse.ArgumentParser(prog="noe serve")
+    parser = NoeArgumentParser(prog="noe serve")
     add_serve_arguments(parser)
     ns = parser.parse_args(go_style_argv(list(sys.argv[1:] if argv is None else argv)))
     return run_serve(ns)

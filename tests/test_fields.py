@@ -58,7 +58,7 @@ def test_string_map() -> None:
     assert fields.string_map({"a": "1"}, "labels") == {"a": "1"}
     with pytest.raises(InvalidObject, match=r"labels\['a'\] must be a string, not a number"):
         fields.string_map({"a": 1}, "labels")
-    with pytest.raises(InvalidObject, match=r"labels\['a'\] is missing"):
+    with pytest.raises(InvalidObject, match=r"labels\['a'\] must be a string, not null"):
         fields.string_map({"a": None}, "labels")
 
 

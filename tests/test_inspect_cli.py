@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import io
 import json
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from noe_core.cli.flags import NoeArgumentParser
 from noe_core.cli.inspect import configure_inspect_parser, run_inspect
 from noe_core.cli.registry_options import registry_settings_from_args
 from noe_core.manifest import sha256_digest
@@ -22,10 +24,15 @@ pytestmark = pytest.mark.registry
 
 
 def inspect(*argv: str) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="noe inspect")
+    """Parse as ``noe inspect`` does (usage errors included) and run; (status, stdout, stderr)."""
+    parser = NoeArgumentParser(prog="noe inspect")
     configure_inspect_parser(parser)
-    ns = parser.parse_args(list(argv))
     out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            ns = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0), out.getvalue(), err.getvalue()
     status = run_inspect(ns, out=out, err=err)
     return status, out.getvalue(), err.getvalue()
 

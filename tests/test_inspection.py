@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import socket
 import time
 from collections.abc import Iterator
@@ -92,3 +93,46 @@ def test_a_stuck_registry_is_abandoned_at_the_deadline_and_answers_that_arrived_
     assert [p.architecture for p in arrived.platforms] == ["arm64"]
     abandoned = inspection.lookups[stuck]
     assert isinstance(abandoned, LookupFailure) and "timed out after 1.5s" in abandoned.reason
+
+
+class _NoThreads(concurrent.futures.Executor):
+    """An executor that refuses work: whatever reaches it was not answered on the caller's thread."""
+
+    submitted: list[Any]
+
+    def __init__(self) -> None:
+        self.submitted = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        self.submitted.append(args)
+        raise RuntimeError("a warm lookup was handed to a lookup thread")
+
+
+def test_warm_images_are_answered_on_the_callers_thread_without_a_request(
+    registry: Any, pushed_images: dict[str, Any], resolver: Resolver
+) -> None:
+    by_tag = pushed_images["docker-manifest-list"].reference
+    single = pushed_images["docker-single-arm64"]
+    by_digest = f"{single.reference.rsplit(':', 1)[0]}@{single.digest}"
+    cold = ImageInspector(resolver=resolver).inspect([by_tag, by_digest], deadline=Deadline.after(10))
+    assert all(isinstance(lookup, ImagePlatforms) for lookup in cold.lookups.values()), cold
+    mark = registry.mark()
+    no_threads = _NoThreads()
+    warm = ImageInspector(resolver=resolver, executor=no_threads).inspect(
+        [by_tag, by_digest], deadline=Deadline.after(10)
+    )
+    assert warm.lookups == cold.lookups
+    assert no_threads.submitted == [] and registry.requests_since(mark) == []
+
+
+def test_cached_answers_only_what_is_fresh_in_memory(
+    registry: Any, pushed_images: dict[str, Any], resolver: Resolver
+) -> None:
+    image = pushed_images["oci-index-attestations"].reference
+    assert resolver.cached(image) is None  # never looked up
+    assert resolver.cached("Not A Reference!") is None
+    assert resolver.cached(f"{image.rsplit(':', 1)[0]}@sha256:{'0' * 64}") is None  # unknown digest
+    resolved = resolver.resolve(image, deadline=Deadline.after(10))
+    mark = registry.mark()
+    assert resolver.cached(image) == resolved
+    assert registry.requests_since(mark) == []

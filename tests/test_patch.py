@@ -32,3 +32,15 @@ def test_round_trip_and_input_untouched() -> None:
 def test_patch_that_does_not_apply() -> None:
     with pytest.raises(InvalidObject, match="patch does not apply"):
         apply_patch({}, [{"op": "remove", "path": "/missing"}])
+
+
+def test_applying_a_patch_changes_neither_the_document_nor_the_patch() -> None:
+    document = {"spec": {}}
+    patch = [
+        {"op": "add", "path": "/spec/tolerations", "value": [{"key": "a"}]},
+        {"op": "add", "path": "/spec/tolerations/1", "value": {"key": "b"}},
+    ]
+    first = apply_patch(document, patch)
+    assert patch[0]["value"] == [{"key": "a"}]
+    assert apply_patch(document, patch) == first == {"spec": {"tolerations": [{"key": "a"}, {"key": "b"}]}}
+    assert document == {"spec": {}}

@@ -3,7 +3,11 @@
 (a) the mutated pod never admits a node whose architecture is outside ``common``;
 (b) among nodes of an allowed architecture it admits exactly what the original
     admitted, plus the nodes whose architecture taint noe was told to tolerate;
-(c) the patch applied to the original gives the mutated object;
+(c) the patch applied to the original gives the mutated object, and the
+    operations the policy emits give exactly the object the jsonpatch diff
+    describes between the original and the copy-edit-compare reference
+    (``tests/support/reference_policy.py``), for Pods and for DaemonSet
+    templates at CREATE and at UPDATE over an earlier placement;
 (d) mutating the result again changes nothing.
 """
 
@@ -19,6 +23,7 @@ from noe_core import testing
 from noe_core.patch import apply_patch, make_patch
 from noe_core.policy import decide
 from noe_core.settings import PREFERRED_ARCH_LABEL, PolicySettings, parse_arch_tolerations
+from tests.support.reference_policy import reference_object
 
 ARCHS = ("amd64", "arm64", "arm", "ppc64le")
 LOOKUPS = testing.platforms(
@@ -191,3 +196,35 @@ def test_daemonset_template_gets_the_same_meaning(pod: dict[str, Any], policy: P
     assert as_ds.allowed == as_pod.allowed and as_ds.common == as_pod.common
     if as_pod.allowed:
         assert as_ds.obj["spec"]["template"]["spec"] == as_pod.obj["spec"]
+
+
+def _check_against_the_diff(obj: dict[str, Any], kind: str, operation: str, policy: PolicySettings) -> Any:
+    decision = decide(obj, kind=kind, operation=operation, namespace="default", lookups=LOOKUPS, settings=policy)
+    expected = reference_object(obj, kind=kind, namespace="default", lookups=LOOKUPS, settings=policy)
+    assert apply_patch(obj, list(decision.patch)) == apply_patch(obj, make_patch(obj, expected)) == expected
+    assert decision.changed == (expected != obj)
+    return decision
+
+
+@BOUNDED
+@given(pod=pods(), policy=POLICIES, spec_state=st.sampled_from(["object", "absent", "null"]))
+def test_emitted_operations_give_what_the_diff_describes(
+    pod: dict[str, Any], policy: PolicySettings, spec_state: str
+) -> None:
+    if spec_state != "object" and not pod["spec"].get("containers"):
+        pod = {**pod, "spec": None} if spec_state == "null" else {k: v for k, v in pod.items() if k != "spec"}
+    _check_against_the_diff(pod, "Pod", "CREATE", policy)
+
+
+@BOUNDED
+@given(pod=pods(), later=pods(), policy=POLICIES)
+def test_daemonset_update_operations_give_what_the_diff_describes(
+    pod: dict[str, Any], later: dict[str, Any], policy: PolicySettings
+) -> None:
+    ds = testing.daemonset()
+    ds["spec"]["template"]["spec"] = pod["spec"]
+    ds["spec"]["template"]["metadata"]["labels"] = pod["metadata"].get("labels", {})
+    created = _check_against_the_diff(ds, "DaemonSet", "CREATE", policy)
+    placed = created.obj
+    placed["spec"]["template"]["spec"]["containers"] = later["spec"]["containers"]
+    _check_against_the_diff(placed, "DaemonSet", "UPDATE", policy)

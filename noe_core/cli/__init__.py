@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import cast
 
+from noe_core.cli.flags import NoeArgumentParser
 from noe_core.cli.options import go_style_argv
 
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
@@ -20,11 +22,15 @@ def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentPars
     from noe_core.cli.inspect import add_inspect_parser  # noqa: PLC0415
     from noe_core.cli.mutate import add_mutate_parser  # noqa: PLC0415
 
-    parser = argparse.ArgumentParser(
+    parser = NoeArgumentParser(
         prog="noe",
         description="Place Kubernetes pods on nodes whose CPU architecture every image supports.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Subcommand parsers are NoeArgumentParsers too (argparse uses the parent's class); adders see the base type.
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
+    )
     add_mutate_parser(subparsers)
     add_inspect_parser(subparsers)
     for add in extra:
@@ -35,7 +41,8 @@ def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentPars
 def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
     """Parse ``argv`` (Go-style ``-flag`` accepted) and run the chosen subcommand.
 
-    Usage errors exit 2 through argparse; subcommands return their own status.
+    Usage errors (a bad value of any flag or ``NOE_*`` variable) exit 2 with
+    one line; subcommands return their own status.
     """
     args = go_style_argv(list(sys.argv[1:] if argv is None else argv))
     ns = parser.parse_args(args)

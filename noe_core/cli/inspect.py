@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import TextIO
 
-from noe_core.cli.options import add_option
+from noe_core.cli.flags import INSPECT_TIMEOUT, JSON, VERBOSE, NoeArgumentParser, add_flags
 from noe_core.cli.registry_options import (
     add_registry_arguments,
     node_keychain_from_args,
@@ -47,10 +47,7 @@ def add_inspect_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
 
 def configure_inspect_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. nginx:1.27 or reg.corp/a@sha256:…")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    add_option(parser, "--timeout", default="30", metavar="SECONDS", help="give up after this long")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="print request and cache counters on stderr")
+    add_flags(parser, (JSON, INSPECT_TIMEOUT, VERBOSE))
     add_registry_arguments(parser)
     parser.set_defaults(run=run_inspect)
 
@@ -74,13 +71,6 @@ def run_inspect(ns: argparse.Namespace, *, out: TextIO | None = None, err: TextI
     stdout = sys.stdout if out is None else out
     stderr = sys.stderr if err is None else err
     try:
-        timeout = float(ns.timeout)
-        if not 0 < timeout < float("inf"):
-            raise ValueError
-    except ValueError:
-        stderr.write(f"noe inspect: --timeout {ns.timeout!r} must be a positive number of seconds\n")
-        return EXIT_BAD_INPUT
-    try:
         reference = parse_reference(ns.image)
         settings = registry_settings_from_args(ns)
         keychain = node_keychain_from_args(ns)
@@ -91,7 +81,7 @@ def run_inspect(ns: argparse.Namespace, *, out: TextIO | None = None, err: TextI
     session = make_session(settings)
     try:
         with Resolver(session, settings=settings, keychain=keychain, observer=observer) as resolver:
-            info = resolver.resolve(reference, deadline=Deadline.after(timeout))
+            info = resolver.resolve(reference, deadline=Deadline.after(ns.timeout))
     except (RegistryError, ManifestError) as exc:
         stderr.write(f"noe inspect: {_one_line(str(exc))}\n")
         return EXIT_REGISTRY
@@ -114,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from noe_core.cli.options import go_style_argv  # noqa: PLC0415
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="noe inspect")
+    parser = NoeArgumentParser(prog="noe inspect")
     configure_inspect_parser(parser)
     ns = parser.parse_args(go_style_argv(sys.argv[1:] if argv is None else argv))
     return run_inspect(ns)

@@ -22,13 +22,24 @@ from typing import Any, TextIO
 
 import yaml
 
-from noe_core.admission import parse_admission_review, review_response
-from noe_core.cli.options import add_option
+from noe_core.admission import AdmissionRequest, admit, parse_admission_review
+from noe_core.cli.flags import (
+    EXPLAIN,
+    FILENAME,
+    LOOKUP_TIMEOUT,
+    MUTATE_NAMESPACE,
+    OPERATION,
+    OUTPUT,
+    PATCH,
+    PLATFORMS,
+    add_flags,
+    require,
+)
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
-from noe_core.lookup import Lookups
-from noe_core.patch import make_patch
-from noe_core.policy import Decision, decide, images_to_inspect
+from noe_core.lookup import Inspect, LookupResult, Lookups
+from noe_core.patch import Operation, apply_patch, pointer
+from noe_core.policy import Decision
 from noe_core.settings import PolicySettings
 
 EXIT_ALLOWED = 0
@@ -48,6 +59,8 @@ _TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
 Inspector = Callable[[Sequence[str]], Lookups]
 """Turns the images of one object into their lookups (static file or registry)."""
 
+_API_VERSION = "admission.k8s.io/v1"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -60,6 +73,8 @@ class Outcome:
     decision: Decision | None
     lookups: Lookups
     review: dict[str, Any] | None = None  # the AdmissionReview response, for AdmissionReview input
+    patch: tuple[Operation, ...] = ()
+    """The operations turning ``original`` into ``mutated``, as the policy emitted them."""
 
 
 def add_mutate_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,22 +84,9 @@ def add_mutate_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-f", "--filename", required=True, metavar="FILE",
-                        help="YAML or JSON file holding the object(s); '-' reads standard input")
-    parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
-                        help="output format (default: yaml)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--patch", action="store_true", help="print the RFC 6902 JSONPatch instead of the object")
-    mode.add_argument("--explain", action="store_true", help="print the decision and the reasons for it")
-    parser.add_argument("--platforms", metavar="PLATFORMS.json",
-                        help="file mapping each image (as written in the pod, or a glob) to its platforms "
-                             "or to {\"error\": reason}; with it nothing touches the network")
-    parser.add_argument("--namespace", default=None,
-                        help="namespace of objects that carry none (default: 'default')")
-    parser.add_argument("--operation", default="CREATE", choices=("CREATE", "UPDATE"),
-                        help="admission operation to simulate for bare objects (default: CREATE)")
-    add_option(parser, "--lookup-timeout", default="10",
-               help="seconds allowed for the registry lookups of one object (without --platforms)")
+    add_flags(parser, (FILENAME, OUTPUT))
+    add_flags(parser.add_mutually_exclusive_group(), (PATCH, EXPLAIN))
+    add_flags(parser, (PLATFORMS, MUTATE_NAMESPACE, OPERATION, LOOKUP_TIMEOUT))
     add_policy_arguments(parser)
     # Registry flags are added only when the registry client is available (it is part of noe_core).
     from noe_core.cli.registry_options import add_registry_arguments  # noqa: PLC0415
@@ -153,6 +155,15 @@ def _template_at(obj: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     return node
 
 
+def _as_inspect(inspector: Inspector) -> Inspect:
+    return lambda request: LookupResult(inspector(request.images))
+
+
+def _bare_request(obj: dict[str, Any], kind: str, operation: str, namespace: str) -> AdmissionRequest:
+    """The AdmissionReview request the API server would send for ``obj``."""
+    return AdmissionRequest(_API_VERSION, "noe-mutate", kind, operation, namespace, _object_name(obj), obj)
+
+
 def evaluate(
     doc: Any,
     *,
@@ -161,21 +172,15 @@ def evaluate(
     namespace: str,
     operation: str,
 ) -> Outcome:
-    """Apply the policy to one document as the webhook would see it."""
+    """Apply the policy to one document as the webhook would see it: through the same :func:`admit`."""
     if not isinstance(doc, dict):
         raise InvalidObject("each document must be a Kubernetes object (a mapping with 'kind')")
     kind = doc.get("kind")
     if kind == "AdmissionReview":
         request = parse_admission_review(doc)
-        lookups = inspect(images_to_inspect(
-            request.obj, kind=request.kind, operation=request.operation, sub_resource=request.sub_resource
-        ))
-        decision = decide(
-            request.obj, kind=request.kind, operation=request.operation, namespace=request.namespace,
-            lookups=lookups, settings=settings, dry_run=request.dry_run, sub_resource=request.sub_resource,
-        )
-        return Outcome(request.kind, request.name, request.obj, decision.obj, decision, lookups,
-                       review=review_response(request, decision))
+        admission = admit(request, settings, _as_inspect(inspect))
+        return Outcome(request.kind, request.name, request.obj, admission.decision.obj, admission.decision,
+                       admission.lookups, review=admission.response)
     if not isinstance(kind, str) or not kind:
         raise InvalidObject("the object has no 'kind' (expected Pod, DaemonSet, a workload or AdmissionReview)")
     ns = _namespace_of(doc, namespace)
@@ -188,14 +193,15 @@ def evaluate(
             "metadata": {**(template.get("metadata") or {}), "namespace": ns},
             "spec": template.get("spec"),
         }
-        lookups = inspect(images_to_inspect(pod, kind="Pod", operation="CREATE"))
-        decision = decide(pod, kind="Pod", operation="CREATE", namespace=ns, lookups=lookups, settings=settings)
-        mutated = json.loads(json.dumps(doc))
-        _template_at(mutated, _TEMPLATE_PATHS[kind])["spec"] = decision.obj["spec"]
-        return Outcome(kind, name, doc, mutated, decision, lookups)
-    lookups = inspect(images_to_inspect(doc, kind=kind, operation=operation))
-    decision = decide(doc, kind=kind, operation=operation, namespace=ns, lookups=lookups, settings=settings)
-    return Outcome(kind, name, doc, decision.obj, decision, lookups)
+        admission = admit(_bare_request(pod, "Pod", "CREATE", ns), settings, _as_inspect(inspect))
+        # The Pod's operations touch only its spec; below the template they apply the same way.
+        prefix = pointer("", _TEMPLATE_PATHS[kind])
+        patch = tuple({**op, "path": prefix + op["path"]} for op in admission.decision.patch)
+        return Outcome(kind, name, doc, apply_patch(doc, patch), admission.decision, admission.lookups,
+                       patch=patch)
+    admission = admit(_bare_request(doc, kind, operation, ns), settings, _as_inspect(inspect))
+    decision = admission.decision
+    return Outcome(kind, name, doc, decision.obj, decision, admission.lookups, patch=decision.patch)
 
 
 def _dump(data: Any, fmt: str) -> str:
@@ -236,27 +242,30 @@ def render(outcome: Outcome, ns: argparse.Namespace) -> Any:
     if ns.explain:
         return explain(outcome)
     if ns.patch:
-        return make_patch(outcome.original, outcome.mutated)
+        return list(outcome.patch)
     return outcome.mutated
 
 
 def _make_inspector(ns: argparse.Namespace) -> Inspector:
-    """Static platforms when ``--platforms`` is given (no network), else the registry."""
+    """Static platforms when ``--platforms`` is given (no network), else the registry.
+
+    The registry flags are checked either way: a bad one is an error even when ``--platforms`` makes it unused.
+    """
+    from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
     from noe_core.registry.inspection import ImageInspector  # noqa: PLC0415
 
-    if ns.platforms:
+    registry_settings = registry_settings_from_args(ns)
+    keychain = node_keychain_from_args(ns)
+    platforms = require(ns, PLATFORMS)
+    if platforms is not None:
         from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
 
-        return ImageInspector(static=StaticPlatforms.load(ns.platforms)).inspector()
-    from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
+        return ImageInspector(static=StaticPlatforms.load(platforms)).inspector()
     from noe_core.registry.resolver import Resolver  # noqa: PLC0415
     from noe_core.registry.transport import make_session  # noqa: PLC0415
 
-    registry_settings = registry_settings_from_args(ns)
-    resolver = Resolver(
-        make_session(registry_settings), settings=registry_settings, keychain=node_keychain_from_args(ns)
-    )
-    return ImageInspector(resolver=resolver).inspector(timeout=float(ns.lookup_timeout))
+    resolver = Resolver(make_session(registry_settings), settings=registry_settings, keychain=keychain)
+    return ImageInspector(resolver=resolver).inspector(timeout=ns.lookup_timeout)
 
 
 def run_mutate(ns: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None,

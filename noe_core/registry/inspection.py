@@ -95,6 +95,18 @@ class ImageInspector:
         deadline: Deadline,
         keychain: Keychain | None,
     ) -> tuple[dict[str, Lookup], tuple[str, ...]]:
+        out: dict[str, Lookup] = {}
+        cached = getattr(resolver, "cached", None)
+        if callable(cached):
+            # Warm images are answered here: a hand-off to a lookup thread costs more than the lookup.
+            for image in images:
+                info = cached(image)
+                if info is not None:
+                    out[image] = lookup_from_info(info)
+            images = [image for image in images if image not in out]
+            if not images:
+                return out, ()
+
         def resolve_one(image: str) -> Lookup:
             try:
                 return lookup_from_info(resolver.resolve(image, deadline=deadline, keychain=keychain))
@@ -114,7 +126,6 @@ class ImageInspector:
             }
             remaining = deadline.remaining()
             concurrent.futures.wait(futures.values(), timeout=None if remaining == float("inf") else remaining)
-            out: dict[str, Lookup] = {}
             abandoned: list[str] = []
             for image, future in futures.items():
                 if future.done():

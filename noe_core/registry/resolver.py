@@ -173,6 +173,32 @@ class Resolver:
             self._observer.coalesced("image")
         return info if info.reference == ref else ImageInfo(ref, info.digest, info.media_type, info.platforms)
 
+    def cached(self, reference: str) -> ImageInfo | None:
+        """The answer for ``reference`` from memory when it is fresh, else ``None``: no I/O, no waiting.
+
+        Lets a caller answer warm images on its own thread instead of handing
+        each to a lookup thread. A reference that cannot be parsed, a stale tag
+        or an unknown digest is ``None`` (left to :meth:`resolve`, which reports it).
+        """
+        try:
+            ref = parse_reference(reference)
+        except NoeError:
+            return None
+        target = self.mirrored(ref)
+        if target.digest is not None:
+            digest: str | None = target.digest
+            kind = "digest"
+        else:
+            assert target.tag is not None
+            entry = self._tags.get_entry((target.context, target.tag))
+            digest = entry.value if entry is not None and entry.fresh(self._clock()) else None
+            kind = "tag"
+        content = self._content.get((target.context, digest)) if digest is not None else None
+        if digest is None or content is None:
+            return None
+        self._observer.cache_hit(kind)
+        return ImageInfo(ref, digest, content.media_type, content.platforms)
+
     # -- internals ------------------------------------------------------------------------
 
     def _credentials(

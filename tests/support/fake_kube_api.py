@@ -2,6 +2,10 @@
 
     GET  /api/v1/namespaces/NS/secrets/NAME   → the Secret put with ``add_secret``; 404/403 Status otherwise
     POST /api/v1/namespaces/NS/events         → 201, the Event recorded in ``events``
+    GET  /api/v1/[namespaces/NS/]pods, /apis/apps/v1/[namespaces/NS/]replicasets,
+         /apis/batch/v1/[namespaces/NS/]jobs  → the objects put with ``add_objects``, paginated
+         with ``limit`` and an opaque ``continue`` token as the API server does (items
+         without ``kind``; ``expire_continue`` answers the next continued page 410 Expired)
 
 It checks authentication the way the API server would (a bearer token from
 ``tokens``, or a client certificate signed by ``client_ca``), records every
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
@@ -44,9 +49,29 @@ class FakeKubeState:
     forbidden: set[tuple[str, str]] = field(default_factory=set)
     requests: list[Recorded] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    expire_continue: bool = False
     delay: float = 0.0
     fail_with: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_LISTS = {("api", "v1"): ("pods",), ("apis", "apps", "v1"): ("replicasets",), ("apis", "batch", "v1"): ("jobs",)}
+_LIST_KINDS = {"pods": "PodList", "replicasets": "ReplicaSetList", "jobs": "JobList"}
+
+
+def _collection(parts: list[str]) -> tuple[str, str | None] | None:
+    """(resource, namespace or None) for a list path, else None."""
+    for prefix, resources in _LISTS.items():
+        n = len(prefix)
+        if tuple(parts[:n]) != prefix:
+            continue
+        rest = parts[n:]
+        if len(rest) == 1 and rest[0] in resources:
+            return rest[0], None
+        if len(rest) == 3 and rest[0] == "namespaces" and rest[2] in resources:
+            return rest[2], rest[1]
+    return None
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -107,6 +132,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(fail_with, _status(fail_with, "InternalError", "injected failure"))
             return
         parts = self.path.split("?", 1)[0].strip("/").split("/")
+        collection = _collection(parts) if method == "GET" else None
+        if collection is not None:
+            self._list(*collection)
+            return
         if method == "GET" and len(parts) == 6 and parts[:2] == ["api", "v1"] and parts[4] == "secrets":
             key = (parts[3], parts[5])
             if key in state.forbidden:
@@ -127,6 +156,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(201, body)
             return
         self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+
+    def _list(self, resource: str, namespace: str | None) -> None:
+        state = self.server.state
+        query = parse_qs(urlsplit(self.path).query)
+        with state.lock:
+            items = [o for o in state.objects.get(resource, []) if namespace in (None, o["metadata"].get("namespace"))]
+            expire = state.expire_continue
+        limit = int(query.get("limit", ["0"])[0]) or len(items) or 1
+        start = 0
+        if "continue" in query:
+            if expire:
+                self._send(410, _status(410, "Expired", "The provided continue parameter is too old"))
+                return
+            start = int(base64.urlsafe_b64decode(query["continue"][0]).decode().removeprefix("offset:"))
+        page = items[start : start + limit]
+        metadata: dict[str, Any] = {"resourceVersion": "4242"}
+        if start + limit < len(items):
+            metadata["continue"] = base64.urlsafe_b64encode(f"offset:{start + limit}".encode()).decode()
+            metadata["remainingItemCount"] = len(items) - start - limit
+        body_items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in page]
+        self._send(200, {"kind": _LIST_KINDS[resource], "apiVersion": "v1", "metadata": metadata,
+                         "items": body_items})
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -164,6 +215,11 @@ class FakeKubeAPI:
     def add_secret(self, namespace: str, name: str, secret: dict[str, Any]) -> None:
         with self.state.lock:
             self.state.secrets[(namespace, name)] = secret
+
+    def add_objects(self, resource: str, objects: list[dict[str, Any]]) -> None:
+        """Serve ``objects`` under ``resource`` (``pods``, ``replicasets`` or ``jobs``)."""
+        with self.state.lock:
+            self.state.objects.setdefault(resource, []).extend(objects)
 
     def events_snapshot(self) -> list[dict[str, Any]]:
         with self.state.lock:

@@ -1,0 +1,136 @@
+"""The flags of ``noe serve`` and ``noe certs``, declared once (see :mod:`noe_core.cli.flags`).
+
+``noe serve`` also takes the policy and registry flags declared there;
+``--kubeconfig`` is shared by both commands here. Bounds follow what the
+service can honour: the API server waits at most 30 s for a webhook, and it
+sends objects of at most 3 MiB.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from noe_core.cli.flags import Flag
+from noe_core.cli.values import (
+    LOG_LEVEL,
+    BadValue,
+    Boolean,
+    Choice,
+    DnsName,
+    ExistingDir,
+    ExistingFile,
+    FilePath,
+    Integer,
+    Seconds,
+    Text,
+)
+
+DEFAULT_BIND = "0.0.0.0:8443"
+DEFAULT_METRICS_ADDR = ":8080"
+MAX_ADMISSION_DEADLINE = 29.0  # the API server's webhook timeout is at most 30 s
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]*):(?P<port>[0-9]{1,5})$")
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """``0.0.0.0:8443``, ``:8443``, ``[::1]:8443`` → (host, port); empty host means all interfaces.
+
+    With ``allow_off``, an empty value or ``0`` means "disabled" (``None``), as the Go Noe's ``-metrics-addr``.
+    """
+
+    allow_off: bool = False
+    metavar: str = "HOST:PORT"
+
+    def __call__(self, text: str) -> tuple[str, int] | None:
+        if self.allow_off and text.strip() in ("", "0"):
+            return None
+        match = _HOST_PORT.match(text.strip())
+        if not match:
+            raise BadValue("must be HOST:PORT, e.g. 0.0.0.0:8443 or :8443")
+        port = int(match["port"])
+        if port > 65535:
+            raise BadValue(f"has port {port}, above 65535")
+        return match["host"].strip("[]"), port
+
+
+KUBECONFIG = Flag(
+    "--kubeconfig", ExistingFile(),
+    help="kubeconfig for the Kubernetes API; default: the in-cluster service account (serve: or no API access)")
+
+# --- noe serve ---------------------------------------------------------------------------------------------
+
+BIND = Flag("--bind", HostPort(), default=DEFAULT_BIND, help="HOST:PORT the TLS webhook listens on")
+TLS_CERT_FILE = Flag("--tls-cert-file", ExistingFile(), default="",
+                     help="serving certificate (PEM); with --tls-key-file")
+TLS_KEY_FILE = Flag("--tls-key-file", ExistingFile(), default="", help="private key of --tls-cert-file (PEM)")
+CERT_DIR = Flag("--cert-dir", ExistingDir(), default="",
+                help="directory holding tls.crt and tls.key, e.g. a mounted cert-manager Secret (Noe's flag)")
+STATE_DIR = Flag("--state-dir", FilePath("DIR"), default="",
+                 help="where the self-signed CA and certificate are kept when no certificate is given "
+                      "(empty: $XDG_STATE_HOME/noe or ~/.local/state/noe)")
+METRICS_ADDR = Flag("--metrics-addr", HostPort(allow_off=True), default=DEFAULT_METRICS_ADDR,
+                    help="HOST:PORT of the plain-HTTP Prometheus /metrics server; empty disables it (Noe's flag)")
+WORKERS = Flag("--workers", Integer(1, 64), default="2", help="gunicorn worker processes")
+THREADS = Flag("--threads", Integer(1, 256), default="8", help="threads per worker (gthread)")
+GRACEFUL_TIMEOUT = Flag("--graceful-timeout", Seconds(0, 600), default="10",
+                        help="seconds in-flight admissions get to finish on shutdown")
+ADMISSION_DEADLINE = Flag(
+    "--admission-deadline", Seconds(0.1, MAX_ADMISSION_DEADLINE), default="5",
+    help="seconds within which every admission is answered; lookups still running are abandoned "
+         "(keep it below the webhook's timeoutSeconds)")
+IMAGE_PLATFORMS = Flag("--image-platforms", ExistingFile(), default="",
+                       help="JSON/YAML file of image (or glob) → platforms, consulted before the registry")
+PULL_SECRET_CACHE_TTL = Flag("--pull-secret-cache-ttl", Seconds(0, 3600), default="30",
+                             help="seconds a pull Secret read from the API is reused")
+EVENT_QUEUE_SIZE = Flag("--event-queue-size", Integer(1, 1_000_000), default="1000",
+                        help="Events waiting to be written before new ones are dropped (and counted)")
+MAX_BODY_BYTES = Flag("--max-body-bytes", Integer(1024, 64 * 1024 * 1024, "BYTES"), default=str(3 * 1024 * 1024),
+                      help="largest AdmissionReview accepted (the API server sends at most 3 MiB objects)")
+CONTROL_SOCKET = Flag("--control-socket", FilePath("PATH"), default="",
+                      help="path of gunicorn's control socket; empty creates none, as a read-only root "
+                           "filesystem needs")
+LOG_LEVEL_FLAG = Flag("--log-level", LOG_LEVEL, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+
+SERVE_FLAGS = (BIND, TLS_CERT_FILE, TLS_KEY_FILE, CERT_DIR, STATE_DIR, METRICS_ADDR, WORKERS, THREADS,
+               GRACEFUL_TIMEOUT, KUBECONFIG, ADMISSION_DEADLINE, IMAGE_PLATFORMS, PULL_SECRET_CACHE_TTL,
+               EVENT_QUEUE_SIZE, MAX_BODY_BYTES, CONTROL_SOCKET, LOG_LEVEL_FLAG)
+
+# --- noe certs ---------------------------------------------------------------------------------------------
+
+CERTS_NAMESPACE = Flag("--namespace", DnsName(metavar="NS"),
+                       help="namespace of the Service and the Secret (default: the pod's own namespace)")
+SERVICE = Flag("--service", DnsName(), default="noe", help="the webhook Service's name")
+SECRET = Flag("--secret", DnsName(subdomain=True), default="noe-tls", help="the TLS Secret to write")
+WEBHOOK_CONFIG = Flag("--webhook-config", DnsName(subdomain=True, allow_empty=True), default="",
+                      help="MutatingWebhookConfiguration whose caBundle to set (empty: none)")
+CLUSTER_DOMAIN = Flag("--cluster-domain", DnsName(subdomain=True, allow_empty=True, metavar="DOMAIN"),
+                      default="cluster.local", help="DNS suffix of Services in the cluster")
+VALIDITY_DAYS = Flag("--validity-days", Integer(1, 36500, "DAYS"), default="365",
+                     help="lifetime of the serving certificate")
+CA_VALIDITY_DAYS = Flag("--ca-validity-days", Integer(1, 36500, "DAYS"), default="3650", help="lifetime of the CA")
+RENEW_BEFORE_DAYS = Flag("--renew-before-days", Integer(0, 36500, "DAYS"), default="30",
+                         help="renew when the certificate or its CA has this many days left or fewer")
+FORCE = Flag("--force", Boolean(), action="switch", help="issue a new certificate even if valid")
+
+CERTS_FLAGS = (CERTS_NAMESPACE, SERVICE, SECRET, WEBHOOK_CONFIG, CLUSTER_DOMAIN, VALIDITY_DAYS, CA_VALIDITY_DAYS,
+               RENEW_BEFORE_DAYS, FORCE, KUBECONFIG)
+
+
+# --- noe report ---------------------------------------------------------------------------------------------
+
+REPORT_FILENAME = Flag(
+    "--filename", Text("FILE"), short="-f", env=False,
+    help="Pods as `kubectl get pods -A -o json` prints them (JSON or YAML, several documents allowed); "
+         "'-' reads standard input; default: the live cluster")
+REPORT_NAMESPACE = Flag(
+    "--namespace", DnsName(allow_empty=True, metavar="NS"), short="-n", env=False, default="",
+    help="read only this namespace of the live cluster (default: all)")
+API_TIMEOUT = Flag("--api-timeout", Seconds(0, 300, above=True), default="30",
+                   help="seconds allowed for each Kubernetes API request")
+CONCURRENCY = Flag("--concurrency", Integer(1, 256), default="8", help="registry lookups run at the same time")
+REPORT_OUTPUT = Flag("--output", Choice(("table", "json")), short="-o", env=False, default="table",
+                     help="standard output format")
+HTML = Flag("--html", FilePath("FILE"), env=False, default="",
+            help="also write a self-contained HTML page to FILE")
+TOP = Flag("--top", Integer(0, 10_000), env=False, default="10", help="blocking images listed per architecture")

@@ -1,0 +1,93 @@
+"""The placement policy as it was before it recorded its own edits: copy, edit, compare.
+
+Kept only as the property tests' oracle. It applies the same rule helpers of
+:mod:`noe_core.policy` to a deep copy of the whole object with the plain-dict
+form of the :mod:`noe_core.scheduling` helpers (an :class:`~noe_core.patch.Edits` over
+the copy's own spec, whose recorded operations are ignored); the tests then check that the
+operations :func:`noe_core.policy.decide` emits, applied to the original, give
+exactly the object :func:`noe_core.patch.make_patch` (the jsonpatch diff)
+describes between the original and this copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from noe_core.lookup import Lookups
+from noe_core.patch import Edits
+from noe_core.policy import (
+    PLACEMENT_ANNOTATION,
+    _deny_message,
+    _match_node_labels,
+    _Outcome,
+    _place,
+    _strict_problems,
+    _view,
+)
+from noe_core.scheduling import architecture_selection, withdraw
+from noe_core.settings import PolicySettings
+from noe_core.workload import DAEMON_SET, read_workload
+
+
+def _withdraw_previous(work: dict[str, Any]) -> bool:
+    record = read_workload(work, DAEMON_SET).placement_record
+    if record is None:
+        return False
+    withdraw(work["spec"]["template"]["spec"], record)
+    metadata = work["spec"]["template"]["metadata"]
+    del metadata["annotations"][PLACEMENT_ANNOTATION]
+    if not metadata["annotations"]:
+        del metadata["annotations"]
+    if not metadata:
+        del work["spec"]["template"]["metadata"]
+    return True
+
+
+def _record_placement(work: dict[str, Any], record: Mapping[str, Any]) -> None:
+    template = work["spec"]["template"]
+    metadata = template.setdefault("metadata", {})
+    annotations = metadata.setdefault("annotations", {})
+    annotations[PLACEMENT_ANNOTATION] = json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def reference_object(
+    obj: Mapping[str, Any], *, kind: str, namespace: str, lookups: Lookups, settings: PolicySettings
+) -> dict[str, Any]:
+    """The placed object (or the original when denied) for a Pod or DaemonSet that noe acts on."""
+    work: dict[str, Any] = copy.deepcopy(dict(obj))
+    withdrawn = kind == DAEMON_SET and _withdraw_previous(work)
+    holder: dict[str, Any] = work if kind != DAEMON_SET else work["spec"]["template"]
+    spec_state = holder.get("spec", ...)
+    if not isinstance(holder.get("spec"), dict):
+        holder["spec"] = {}
+    spec = holder["spec"]
+    workload = read_workload(obj, kind)
+    if spec.get("nodeName"):
+        return copy.deepcopy(dict(obj))
+    out = _Outcome()
+    if not architecture_selection(spec) and workload.images:
+        views = [_view(image, lookups, settings) for image in workload.images]
+        if namespace in settings.strict_namespaces and _strict_problems(views):
+            return copy.deepcopy(dict(obj))
+        inspected = [view for view in views if view.archs is not None]
+        if not inspected and withdrawn:
+            work = copy.deepcopy(dict(obj))
+            holder = work["spec"]["template"]
+            spec = holder["spec"]
+        elif inspected:
+            shared = frozenset.intersection(*(view.archs for view in inspected if view.archs is not None))
+            if not shared:
+                _deny_message(views, settings)
+                return copy.deepcopy(dict(obj))
+            added = _place(Edits(spec), workload.labels, shared, settings, out)
+            if kind == DAEMON_SET and added:
+                _record_placement(work, added)
+    _match_node_labels(Edits(spec), workload.labels, settings, out)
+    if not spec and spec_state is not ... and not isinstance(spec_state, dict):
+        holder["spec"] = spec_state
+    elif not spec and spec_state is ...:
+        del holder["spec"]
+    return work

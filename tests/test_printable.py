@@ -1,0 +1,24 @@
+"""Text from outside is shown, never acted on: control and bidi characters become escapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from noe_core.printable import printable
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("registry.example/app:1", "registry.example/app:1"),
+        ("evil\x1b[2Jimage", "evil\\x1b[2Jimage"),
+        ("nul\x00byte", "nul\\x00byte"),
+        ("tab\tnew\nline\rcr", "tab\\x09new\\x0aline\\x0dcr"),
+        ("del\x7fc1\x85", "del\\x7fc1\\x85"),
+        ("gpj.\u202eexe", "gpj.\\u202eexe"),
+        ("zero\u200bwidth\ufeffbom\u2066iso\u2069", "zero\\u200bwidth\\ufeffbom\\u2066iso\\u2069"),
+        ("ünïcödé ✓ 中文", "ünïcödé ✓ 中文"),
+    ],
+)
+def test_printable(raw: str, shown: str) -> None:
+    assert printable(raw) == shown
