@@ -1,17 +1,25 @@
 """noe_core: image references, manifests, platforms and the placement policy of the Noe webhook.
 
 The stable surface is what ``__all__`` lists. Model and policy functions do no
-I/O; the registry client (``Resolver``, ``resolve_platforms``) is the only code
-here that speaks HTTP, over a ``requests.Session`` the caller hands in.
+I/O; the registry client (``Resolver``, ``resolve_platforms``, ``ImageInspector``
+in :mod:`noe_core.registry`) is the only code here that speaks HTTP, and the
+credentials (``Credential``, ``Keychain``, ``MultiKeychain`` in
+:mod:`noe_core.credentials`) the only code that runs subprocesses. Both are loaded
+on first use (PEP 562), so ``import noe_core`` imports no HTTP library and starts
+no thread; ``tests/test_import_purity.py`` checks it.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from noe_core import testing
 from noe_core.admission import Admission, AdmissionRequest, admit, parse_admission_review, review_response
 from noe_core.deadline import Deadline
 from noe_core.errors import (
     AuthError,
+    CredentialError,
     DeadlineExceeded,
     DigestMismatch,
     InvalidInput,
@@ -24,8 +32,6 @@ from noe_core.errors import (
     RegistryError,
     UnsupportedManifest,
 )
-from noe_core.inspection import ImageInspector
-from noe_core.keychain import Credential, Keychain, MultiKeychain
 from noe_core.lookup import ImagePlatforms, Inspect, Lookup, LookupFailure, LookupRequest, LookupResult, Lookups, fixed
 from noe_core.manifest import Descriptor, ImageManifest, Index, MediaType, parse_config, parse_manifest
 from noe_core.patch import apply_patch, make_patch
@@ -34,9 +40,40 @@ from noe_core.platforms_file import StaticPlatforms
 from noe_core.policy import Decision, decide, images_to_inspect, place
 from noe_core.reference import Reference, parse_reference
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import ImageInfo, ResolvedPlatform, Resolver, resolve_platforms
 from noe_core.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
 from noe_core.workload import Workload, read_workload
+
+if TYPE_CHECKING:
+    from noe_core.credentials.keychain import Credential, Keychain, MultiKeychain
+    from noe_core.registry.inspection import ImageInspector
+    from noe_core.registry.resolver import ImageInfo, ResolvedPlatform, Resolver, resolve_platforms
+
+# Names whose modules import requests, start threads or run subprocesses: loaded on first access.
+_LAZY = {
+    "Credential": "noe_core.credentials.keychain",
+    "Keychain": "noe_core.credentials.keychain",
+    "MultiKeychain": "noe_core.credentials.keychain",
+    "ImageInspector": "noe_core.registry.inspection",
+    "ImageInfo": "noe_core.registry.resolver",
+    "ResolvedPlatform": "noe_core.registry.resolver",
+    "Resolver": "noe_core.registry.resolver",
+    "resolve_platforms": "noe_core.registry.resolver",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import a registry or credential name on first access, then keep it as a module global."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'noe_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "PREFERRED_ARCH_LABEL",
@@ -45,6 +82,7 @@ __all__ = [
     "ArchToleration",
     "AuthError",
     "Credential",
+    "CredentialError",
     "Deadline",
     "DeadlineExceeded",
     "Decision",

@@ -98,13 +98,18 @@ class _Call(Generic[V]):
         self.done = threading.Event()
         self.value: V | None = None
         self.ok = False
-        self.error: NoeError | None = None
+        self.error: Exception | None = None
 
 
 class SingleFlight(Generic[K, V]):
-    """Concurrent :meth:`do` calls with the same key share one execution."""
+    """Concurrent :meth:`do` calls with the same key share one execution.
 
-    def __init__(self) -> None:
+    ``shared`` lists the errors the waiters receive as the leader did (by
+    default :class:`NoeError`; the web layer adds its Kubernetes API errors).
+    """
+
+    def __init__(self, shared: tuple[type[Exception], ...] = (NoeError,)) -> None:
+        self._shared = shared
         self._lock = threading.Lock()
         self._calls: dict[K, _Call[V]] = {}
 
@@ -118,8 +123,8 @@ class SingleFlight(Generic[K, V]):
         A waiter gives up with :class:`DeadlineExceeded` when its own deadline
         passes. When the call it waited for ran out of the *leader's* time, a
         waiter with time left runs the call itself. Errors that are not
-        :class:`NoeError` (bugs) reach the leader unchanged and the waiters
-        as a :class:`RegistryError`.
+        ``shared`` (bugs) reach the leader unchanged and the waiters as a
+        :class:`RegistryError`.
         """
         shared = False
         while True:
@@ -148,7 +153,7 @@ class SingleFlight(Generic[K, V]):
             call.value = value
             call.ok = True
             return value
-        except NoeError as exc:
+        except self._shared as exc:
             call.error = exc
             raise
         finally:

@@ -80,7 +80,3 @@ class Deadline:
         if self.expired:
             where = f" on {registry}" if registry else ""
             raise DeadlineExceeded(f"{what}{where} did not finish before its deadline", registry=registry)
-
-    def earliest(self, other: Deadline) -> Deadline:
-        """The earlier of two deadlines (same clock assumed)."""
-        return self if self.at <= other.at else other

@@ -5,11 +5,15 @@
     │   ├── InvalidReference      an image reference that does not follow the distribution grammar
     │   ├── InvalidPlatform       a platform string such as ``linux/arm64/v8`` that cannot be read
     │   ├── InvalidObject         a malformed AdmissionReview, Pod or DaemonSet
-    │   └── InvalidSettings       a configuration value that cannot work (start-up stops on it)
+    │   ├── InvalidSettings       a configuration value that cannot work (start-up stops on it)
+    │   └── CredentialError       credentials that cannot be read (a pull Secret, a docker or containerd
+    │                             config, a username): at request time the lookup goes on without them
     ├── ManifestError             a manifest or config blob that cannot be read
     │   └── UnsupportedManifest   a known but unsupported format (Docker schema 1)
     └── RegistryError             the registry could not answer usefully
         ├── AuthError             401/403 with no credentials that work
+        │   └── ChallengeError    a ``WWW-Authenticate`` header that cannot be read
+        ├── TLSFailure            the TLS handshake failed (unknown CA, or no TLS at all)
         ├── DigestMismatch        the body does not hash to the digest it was fetched by
         └── DeadlineExceeded      the lookup ran out of time
 
@@ -54,6 +58,16 @@ class InvalidSettings(InvalidInput):
     """A setting that cannot work; start-up stops with this message."""
 
 
+class CredentialError(InvalidInput):
+    """Credentials that cannot be read: a malformed pull Secret, docker or containerd config entry.
+
+    Raised at request time (pull Secrets are read per admission, credential
+    files when they change), where the caller warns and goes on without them;
+    at start-up the first read of a credential file turns it into
+    :class:`InvalidSettings`. Messages name the source, never the secret.
+    """
+
+
 class ManifestError(NoeError):
     """A manifest or image config that cannot be parsed."""
 
@@ -85,6 +99,26 @@ class RegistryError(NoeError):
 
 class AuthError(RegistryError):
     """The registry refused access and no configured credential worked."""
+
+
+class ChallengeError(AuthError):
+    """A ``WWW-Authenticate`` header that cannot be read (:mod:`noe_core.registry.challenge`)."""
+
+    def __init__(self, reason: str, *, registry: str = "") -> None:
+        where = f" from registry {registry}" if registry else ""
+        super().__init__(
+            f"unreadable WWW-Authenticate header{where}: {reason}; the registry or a proxy in front "
+            "of it sent a malformed authentication challenge",
+            registry=registry,
+            status=401,
+        )
+
+
+class TLSFailure(RegistryError):
+    """The TLS handshake failed (unknown CA, or the host does not speak TLS).
+
+    An ``--insecure-registries`` host that fails so is retried over plain HTTP.
+    """
 
 
 class DigestMismatch(RegistryError):

@@ -8,7 +8,9 @@ value into the type the caller needs or raise the caller's error type (an
 ``ManifestError`` fails one lookup) with the field's path in the message, so a
 wrong type never travels on as a ``KeyError`` or ``TypeError`` deep inside.
 
-``None`` (JSON ``null`` or an absent key) reads as empty unless ``required``.
+``None`` (JSON ``null`` or an absent key) reads as empty unless ``required``;
+``missing`` replaces the default ``"<path> is missing"`` message for it, for
+callers whose messages users and tests already know.
 """
 
 from __future__ import annotations
@@ -40,25 +42,27 @@ def json_type(value: object) -> str:
 
 
 def mapping(
-    value: object, path: str, *, required: bool = False, error: ErrorType = InvalidObject
+    value: object, path: str, *, required: bool = False, missing: str = "", error: ErrorType = InvalidObject
 ) -> Mapping[str, Any]:
     """``value`` as an object; ``None`` reads as empty unless ``required``."""
     if type(value) is dict:  # decoded JSON; the Mapping ABC check below is slow
         return value
     if value is None:
         if required:
-            raise error(f"{path} is missing")
+            raise error(missing or f"{path} is missing")
         return {}
     if not isinstance(value, Mapping):
         raise error(f"{path} must be an object, not {json_type(value)}")
     return value
 
 
-def array(value: object, path: str, *, required: bool = False, error: ErrorType = InvalidObject) -> list[Any]:
+def array(
+    value: object, path: str, *, required: bool = False, missing: str = "", error: ErrorType = InvalidObject
+) -> list[Any]:
     """``value`` as an array; ``None`` reads as empty unless ``required``."""
     if value is None:
         if required:
-            raise error(f"{path} is missing")
+            raise error(missing or f"{path} is missing")
         return []
     if not isinstance(value, list):
         raise error(f"{path} must be an array, not {json_type(value)}")
@@ -71,12 +75,13 @@ def string(
     *,
     required: bool = False,
     non_empty: bool = False,
+    missing: str = "",
     error: ErrorType = InvalidObject,
 ) -> str:
     """``value`` as a string; ``None`` reads as ``""`` unless ``required``; ``non_empty`` refuses ``""``."""
     if value is None:
         if required:
-            raise error(f"{path} is missing")
+            raise error(missing or f"{path} is missing")
         value = ""
     if not isinstance(value, str):
         raise error(f"{path} must be a string, not {json_type(value)}")

@@ -23,6 +23,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from noe_core import fields
 from noe_core.errors import ManifestError, UnsupportedManifest
 from noe_core.platform import Platform
 
@@ -192,33 +193,21 @@ def _load_object(body: bytes, what: str) -> dict[str, Any]:
     except ValueError as exc:  # JSONDecodeError and oversized integers
         raise ManifestError(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise ManifestError(f"{what} must be a JSON object, not {_json_type(doc)}")
+        raise ManifestError(f"{what} must be a JSON object, not {fields.json_type(doc)}")
     return doc
 
 
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def _string(doc: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> str:
-    value = doc.get(key)
-    if value is None:
-        if required:
-            raise ManifestError(f"{where}: missing {key!r}")
-        return ""
-    if not isinstance(value, str):
-        raise ManifestError(f"{where}: {key!r} must be a string, not {_json_type(value)}")
-    return value
+    return fields.string(
+        doc.get(key), f"{where}: {key!r}", required=required, missing=f"{where}: missing {key!r}", error=ManifestError
+    )
+
+
+def _object(value: object, where: str) -> Mapping[str, Any]:
+    """A JSON object that must be there (``null`` is a wrong type here, not an absence)."""
+    return fields.mapping(
+        value, f"{where}:", required=True, missing=f"{where}: must be an object, not null", error=ManifestError
+    )
 
 
 def _content_type(content_type: str | None) -> str:
@@ -228,8 +217,7 @@ def _content_type(content_type: str | None) -> str:
 
 
 def _parse_platform(value: object, where: str) -> Platform:
-    if not isinstance(value, dict):
-        raise ManifestError(f"{where}: must be an object, not {_json_type(value)}")
+    value = _object(value, where)
     features = value.get("os.features")
     if features is None:
         features = []
@@ -247,17 +235,14 @@ def _parse_platform(value: object, where: str) -> Platform:
 def _parse_annotations(value: object, where: str) -> Mapping[str, str]:
     if value is None:
         return _EMPTY
-    if not isinstance(value, dict):
-        raise ManifestError(f"{where}: must be an object, not {_json_type(value)}")
-    for key, item in value.items():
-        if not isinstance(item, str):
-            raise ManifestError(f"{where}: {key!r} must be a string, not {_json_type(item)}")
+    value = _object(value, where)
+    for key in value:
+        _string(value, key, where, required=True)
     return MappingProxyType(dict(value))
 
 
 def _parse_descriptor(value: object, where: str) -> Descriptor:
-    if not isinstance(value, dict):
-        raise ManifestError(f"{where}: must be an object, not {_json_type(value)}")
+    value = _object(value, where)
     media_type = _string(value, "mediaType", where, required=True)
     digest = _string(value, "digest", where, required=True)
     if not is_valid_digest(digest):
@@ -278,7 +263,7 @@ def _parse_descriptor(value: object, where: str) -> Descriptor:
 
 def _parse_descriptors(value: object, key: str) -> tuple[Descriptor, ...]:
     if not isinstance(value, list):
-        raise ManifestError(f"{key!r} must be an array, not {_json_type(value)}")
+        raise ManifestError(f"{key!r} must be an array, not {fields.json_type(value)}")
     if len(value) > MAX_INDEX_ENTRIES:
         raise ManifestError(f"{key!r} has {len(value)} entries; more than {MAX_INDEX_ENTRIES} is refused")
     return tuple(_parse_descriptor(item, f"{key}[{i}]") for i, item in enumerate(value))
@@ -327,7 +312,7 @@ def parse_manifest(body: bytes, content_type: str | None) -> Index | ImageManife
     doc = _load_object(body, "manifest")
     version = doc.get("schemaVersion")
     if version is not None and type(version) is not int:
-        raise ManifestError(f"'schemaVersion' must be an integer, not {_json_type(version)}")
+        raise ManifestError(f"'schemaVersion' must be an integer, not {fields.json_type(version)}")
     if version == 1:
         raise UnsupportedManifest(f"schemaVersion 1: {_SCHEMA1_ADVICE}")
     if version is not None and version != 2:

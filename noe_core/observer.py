@@ -107,10 +107,6 @@ class CountingObserver:
         with self._lock:
             self.errors[(registry, kind)] += 1
 
-    def total_requests(self, method: str | None = None) -> int:
-        with self._lock:
-            return sum(n for (_, m, _), n in self.requests.items() if method is None or m == method)
-
     def summary(self) -> dict[str, object]:
         """A plain dict for printing (``noe inspect -v``)."""
         with self._lock:

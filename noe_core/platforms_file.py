@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from noe_core import fields
 from noe_core.errors import InvalidPlatform, InvalidSettings
 from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure
 from noe_core.platform import parse_platform
@@ -45,13 +46,11 @@ def _entry(source: str, key: str, value: object) -> Lookup:
         if "error" in value:
             if set(value) != {"error"}:
                 raise InvalidSettings(f"{where}: 'error' cannot be combined with other fields")
-            reason = value["error"]
-            if not isinstance(reason, str) or not reason.strip():
+            reason = fields.string(value["error"], f"{where}: 'error'", error=InvalidSettings)
+            if not reason.strip():
                 raise InvalidSettings(f"{where}: 'error' must be a non-empty string")
             return LookupFailure(reason)
-        digest = value.get("digest", "")
-        if not isinstance(digest, str):
-            raise InvalidSettings(f"{where}: 'digest' must be a string")
+        digest = fields.string(value.get("digest"), f"{where}: 'digest'", error=InvalidSettings)
         if "platforms" not in value:
             raise InvalidSettings(f"{where}: give 'platforms' or 'error'")
         return _platforms(where, value["platforms"], digest)

@@ -19,7 +19,6 @@ reads as "all effects" (NoSchedule, PreferNoSchedule and NoExecute).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -252,8 +251,3 @@ class PolicySettings:
     def is_schedulable(self, arch: str) -> bool:
         """True when the cluster may run ``arch`` (an empty schedulable list allows any)."""
         return not self.schedulable_archs or arch in self.schedulable_archs
-
-
-def toleration_list(tolerations: Iterable[ArchToleration]) -> str:
-    """Print tolerations back in flag syntax (for logs and ``--explain``)."""
-    return ",".join(str(t) for t in tolerations)

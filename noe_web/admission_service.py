@@ -13,7 +13,7 @@ The admission itself is :func:`noe_core.admission.admit`, the same function
    forbidden → a warning and anonymous access) and the images resolved in
    parallel, each on its own thread; lookups still running at the deadline are
    abandoned and become ``LookupFailure("timed out after Ns")`` (shared with
-   ``noe mutate`` in :mod:`noe_core.inspection`), which the
+   ``noe mutate`` in :mod:`noe_core.registry.inspection`), which the
    policy turns into a warning (or a deny in a strict namespace);
 3. ``admit`` places the pod and builds the response from the policy's own patch;
 4. Events are queued (never written on the request path, never on dry-run);
@@ -34,11 +34,11 @@ from typing import Any
 
 from noe_core.admission import Admission, AdmissionRequest, admit, parse_admission_review
 from noe_core.deadline import Deadline
-from noe_core.errors import InvalidSettings
-from noe_core.inspection import ImageInspector, PlatformResolver
+from noe_core.errors import CredentialError
 from noe_core.lookup import LookupFailure, LookupRequest, LookupResult
 from noe_core.platforms_file import StaticPlatforms
 from noe_core.policy import limit_warning
+from noe_core.registry.inspection import ImageInspector, PlatformResolver
 from noe_core.settings import PolicySettings
 from noe_web.events import (
     NORMAL,
@@ -200,8 +200,8 @@ class AdmissionService:
                 "imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously"
             ))
             return None
-        from noe_core.dockerconfig import keychain_from_pull_secret  # noqa: PLC0415
-        from noe_core.keychain import MultiKeychain  # noqa: PLC0415
+        from noe_core.credentials.docker_config import keychain_from_pull_secret  # noqa: PLC0415
+        from noe_core.credentials.keychain import MultiKeychain  # noqa: PLC0415
 
         kube = self.kube
         budget = min(deadline.remaining() * _SECRET_SHARE, _SECRET_CAP)
@@ -225,7 +225,7 @@ class AdmissionService:
                 warnings.append(limit_warning(f"{where}: reading it is forbidden; trying anonymous access"))
             except KubeError as exc:
                 warnings.append(limit_warning(f"{where}: {exc}; trying anonymous access"))
-            except InvalidSettings as exc:
+            except CredentialError as exc:
                 warnings.append(limit_warning(str(exc)))
         if not chains:
             return None

@@ -71,7 +71,7 @@ class ServeConfig:
     log_level: str
     policy: PolicySettings
     registry: Any  # noe_core.registry_settings.RegistrySettings
-    node_keychain: Any  # noe_core.keychain.Keychain | None
+    node_keychain: Any  # noe_core.credentials.keychain.Keychain | None
     args: argparse.Namespace
 
     @property

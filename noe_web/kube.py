@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import collections
 import json
 import logging
 import os
 import ssl
 import tempfile
-import threading
-import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +34,11 @@ import yaml
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InsecureRequestWarning
 
-from noe_core.errors import InvalidSettings
+from noe_core import fields
+from noe_core.cache import LRUCache, SingleFlight
+from noe_core.deadline import Deadline
+from noe_core.errors import DeadlineExceeded, InvalidSettings
+from noe_core.watched_file import WatchedFiles
 
 log = logging.getLogger("noe.kube")
 
@@ -116,12 +117,7 @@ def _read(path: str | Path, base: Path, what: str) -> bytes:
 
 def _string(body: Mapping[str, Any], key: str, where: str) -> str | None:
     """``body[key]`` as a non-empty string, ``None`` when absent or empty; any other type is a setting error."""
-    value = body.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise InvalidSettings(f"kubeconfig: {where} {key} must be a string")
-    return value
+    return fields.string(body.get(key), f"kubeconfig: {where} {key}", error=InvalidSettings) or None
 
 
 def _named(items: Any, name: str, section: str, what: str) -> dict[str, Any]:
@@ -273,60 +269,25 @@ class _ContextAdapter(HTTPAdapter):
 
 
 class _TokenSource:
-    """A bearer token, read again from its file whenever the file changes."""
+    """A bearer token, read again from its file whenever the file changes (the kubelet rotates it)."""
 
     def __init__(self, token: str | None, token_file: Path | None) -> None:
         self._static = token
-        self._file = token_file
-        self._stamp: tuple[int, int, int] | None = None
-        self._token: str | None = None
-        self._lock = threading.Lock()
+        self._file = (
+            None
+            if token_file is None
+            else WatchedFiles([token_file], lambda: token_file.read_text().strip() or None,
+                              what=f"service account token {token_file}")
+        )
 
     def get(self, *, force: bool = False) -> str | None:
         if self._file is None:
             return self._static
         try:
-            st = self._file.stat()
+            token = self._file.get(force=force)
         except OSError:
-            return self._token or self._static
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        with self._lock:
-            if force or stamp != self._stamp:
-                try:
-                    self._token = self._file.read_text().strip() or None
-                    self._stamp = stamp
-                except OSError:
-                    pass
-            return self._token or self._static
-
-
-class _TTLCache:
-    """A small thread-safe LRU with a time-to-live per entry."""
-
-    def __init__(self, maxsize: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.maxsize, self.ttl, self.clock = maxsize, ttl, clock
-        self._data: collections.OrderedDict[tuple[str, str], tuple[float, Any]] = collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str]) -> tuple[bool, Any]:
-        with self._lock:
-            item = self._data.get(key)
-            if item is None:
-                return False, None
-            if item[0] < self.clock():
-                del self._data[key]
-                return False, None
-            self._data.move_to_end(key)
-            return True, item[1]
-
-    def put(self, key: tuple[str, str], value: Any, ttl: float | None = None) -> None:
-        if self.maxsize <= 0 or self.ttl <= 0:
-            return
-        with self._lock:
-            self._data[key] = (self.clock() + (self.ttl if ttl is None else ttl), value)
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            token = None  # not readable yet: the static token, if any, until it is
+        return token or self._static
 
 
 class KubeClient:
@@ -353,7 +314,13 @@ class KubeClient:
             warnings.filterwarnings("ignore", category=InsecureRequestWarning)
         if config.username and config.password:
             self._session.auth = (config.username, config.password)
-        self._secrets = _TTLCache(secret_cache_size, secret_cache_ttl)
+        # Found Secrets, and briefly the errors (KubeError) of missing or forbidden ones.
+        self._secrets: LRUCache[tuple[str, str], dict[str, Any] | KubeError] | None = (
+            LRUCache(secret_cache_size) if secret_cache_size > 0 and secret_cache_ttl > 0 else None
+        )
+        self._secret_ttl = secret_cache_ttl
+        # Concurrent admissions naming one Secret share one GET.
+        self._secret_flight: SingleFlight[tuple[str, str], dict[str, Any]] = SingleFlight(shared=(KubeError,))
         # A missing or forbidden Secret is remembered for less time than a found one.
         self._negative_ttl = min(secret_cache_ttl, 10.0)
 
@@ -409,25 +376,38 @@ class KubeClient:
     def get_secret(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any]:
         """The Secret as the API returns it; raises :class:`NotFound`, :class:`Forbidden`, :class:`Unavailable`."""
         key = (namespace, name)
-        hit, value = self._secrets.get(key)
-        if hit:
-            if isinstance(value, KubeError):
-                raise value
-            return dict(value)
+        cached = None if self._secrets is None else self._secrets.get(key)
+        if isinstance(cached, KubeError):
+            raise cached.with_traceback(None)  # the same object each hit: do not pile up tracebacks
+        if cached is not None:
+            return dict(cached)
+        deadline = Deadline.never() if timeout is None else Deadline.after(timeout)
+        try:
+            secret, _ = self._secret_flight.do(key, lambda: self._fetch_secret(key, timeout), deadline)
+        except DeadlineExceeded:
+            raise Unavailable(f"GET Secret {namespace}/{name}: no answer from the Kubernetes API in time") from None
+        return dict(secret)
+
+    def _fetch_secret(self, key: tuple[str, str], timeout: float | None) -> dict[str, Any]:
+        namespace, name = key
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/secrets/{quote(name, safe='')}"
         try:
             secret = self._request("GET", path, timeout=timeout)
         except (NotFound, Forbidden) as exc:
-            self._secrets.put(key, exc, self._negative_ttl)
+            self._remember(key, exc, self._negative_ttl)
             raise
         except Unavailable as exc:
             # An API that is down must not cost every admission its full wait: remember it briefly.
-            self._secrets.put(key, exc, min(self._negative_ttl, UNAVAILABLE_TTL))
+            self._remember(key, exc, min(self._negative_ttl, UNAVAILABLE_TTL))
             raise
         if not isinstance(secret, dict):
             raise Unavailable(f"GET {path}: the answer is not an object")
-        self._secrets.put(key, secret)
-        return dict(secret)
+        self._remember(key, secret, self._secret_ttl)
+        return secret
+
+    def _remember(self, key: tuple[str, str], value: dict[str, Any] | KubeError, ttl: float) -> None:
+        if self._secrets is not None:
+            self._secrets.set(key, value, ttl)
 
     def list_objects(
         self, path: str, *, page_size: int = 500, timeout: float | None = None

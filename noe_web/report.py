@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from noe_core import (
+    CredentialError,
     Deadline,
     ImageInspector,
     InvalidObject,
@@ -194,7 +195,7 @@ class ClusterReader:
         key = (namespace, name)
         if key in self._secrets:
             return self._secrets[key]
-        from noe_core.dockerconfig import keychain_from_pull_secret  # noqa: PLC0415
+        from noe_core.credentials.docker_config import keychain_from_pull_secret  # noqa: PLC0415
         from noe_web.kube import KubeError, NotFound  # noqa: PLC0415
 
         where = f"imagePullSecret {namespace}/{name}"
@@ -205,7 +206,7 @@ class ClusterReader:
             self.notes.append(f"{where} not found; its images are read without it")
         except KubeError as exc:
             self.notes.append(f"{where}: {exc}; its images are read without it")
-        except InvalidSettings as exc:
+        except CredentialError as exc:
             self.notes.append(str(exc))
         self._secrets[key] = chain
         return chain
@@ -268,7 +269,7 @@ def inspect_images(
 def _inspector(ns: argparse.Namespace, pool: concurrent.futures.Executor) -> ImageInspector:
     from noe_core import Resolver  # noqa: PLC0415
     from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
-    from noe_core.transport import make_session  # noqa: PLC0415
+    from noe_core.registry.transport import make_session  # noqa: PLC0415
 
     # Registry flags are checked even with --platforms: a bad one is an error, never silently ignored.
     settings = registry_settings_from_args(ns)

@@ -106,8 +106,8 @@ def _emit(doc: dict[str, Any]) -> None:
 def build_app(config: ServeConfig, api: Any) -> Any:
     """Everything one worker needs, and the Flask app around it (called after the fork)."""
     from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
-    from noe_core.resolver import Resolver  # noqa: PLC0415
-    from noe_core.transport import make_session  # noqa: PLC0415
+    from noe_core.registry.resolver import Resolver  # noqa: PLC0415
+    from noe_core.registry.transport import make_session  # noqa: PLC0415
     from noe_web.admission_service import AdmissionService, ObserverTee  # noqa: PLC0415
     from noe_web.app import Services, create_app  # noqa: PLC0415
     from noe_web.events import EventRecorder  # noqa: PLC0415

@@ -21,7 +21,6 @@ import logging
 import os
 import ssl
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from noe_core.errors import InvalidSettings
+from noe_core.watched_file import WatchedFiles
 
 log = logging.getLogger("noe.tls")
 
@@ -251,51 +251,30 @@ def check_pair(cert_file: Path, key_file: Path) -> None:
         ) from exc
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
-    st = path.stat()
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
 class ReloadingContext:
     """A cached server context rebuilt when the certificate or key file changes.
 
     ``get()`` costs two ``stat`` calls when nothing changed. It is safe to call
     from many threads. If the new files cannot be loaded (a renewal caught
-    half-way), the previous context is kept and the next call tries again.
+    half-way), the previous context is kept until the files change again
+    (see :mod:`noe_core.watched_file`).
     """
 
     def __init__(self, cert_file: Path | str, key_file: Path | str) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
-        self._lock = threading.Lock()
-        self._stamps: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None
-        self._context: ssl.SSLContext | None = None
-        self.reloads = 0
+        self._files = WatchedFiles(
+            [self.cert_file, self.key_file],
+            lambda: server_context(self.cert_file, self.key_file),
+            what=f"TLS certificate {self.cert_file} and key {self.key_file}",
+            keep_on=(ssl.SSLError,),
+        )
         self.get()
 
+    @property
+    def reloads(self) -> int:
+        """How many renewed certificates were loaded after the first."""
+        return self._files.reloads
+
     def get(self) -> ssl.SSLContext:
-        try:
-            stamps = (_stamp(self.cert_file), _stamp(self.key_file))
-        except OSError:
-            stamps = None
-        context = self._context
-        if context is not None and (stamps is None or stamps == self._stamps):
-            return context
-        with self._lock:
-            if self._context is not None and stamps == self._stamps:
-                return self._context
-            try:
-                fresh = server_context(self.cert_file, self.key_file)
-            except (ssl.SSLError, OSError) as exc:
-                if self._context is None:
-                    raise
-                log.warning(
-                    "kept the previous TLS certificate: the new files do not load yet (%s)", exc
-                )
-                return self._context
-            first = self._context is None
-            self._context, self._stamps = fresh, stamps
-            if not first:
-                self.reloads += 1
-                log.info("loaded the renewed TLS certificate %s", self.cert_file)
-            return fresh
+        return self._files.get()

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from noe_core.challenge import ChallengeError, parse_challenges, preferred
 from noe_core.errors import AuthError, RegistryError
+from noe_core.registry.challenge import ChallengeError, parse_challenges, preferred
 
 GOOD = [
     ('Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/nginx:pull"',

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from noe_core.containerd_config import keychain_from_containerd_config, keychain_from_containerd_toml
-from noe_core.errors import InvalidSettings
-from noe_core.keychain import Keychain
+from noe_core.credentials.containerd_config import keychain_from_containerd_config, keychain_from_containerd_toml
+from noe_core.credentials.keychain import Keychain
+from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.reference import parse_reference
 
 SECRET = "c0ntainerd-s3cret"
@@ -96,7 +96,7 @@ def test_no_registry_section() -> None:
     ],
 )
 def test_malformed(text: str, message: str) -> None:
-    with pytest.raises(InvalidSettings) as info:
+    with pytest.raises(CredentialError) as info:
         keychain_from_containerd_toml(text, "containerd config /etc/containerd/config.toml")
     assert message in str(info.value)
     assert "containerd config /etc/containerd/config.toml" in str(info.value)
@@ -104,7 +104,7 @@ def test_malformed(text: str, message: str) -> None:
 
 
 def test_not_utf8() -> None:
-    with pytest.raises(InvalidSettings, match="UTF-8"):
+    with pytest.raises(CredentialError, match="UTF-8"):
         keychain_from_containerd_toml(b"\xff\xfe", "x")
 
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from noe_core.credential_provider import (
+from noe_core.credentials.keychain import Keychain, MultiKeychain
+from noe_core.credentials.provider import (
     CredentialProviderKeychain,
     ProviderConfig,
     parse_credential_provider_config,
     parse_go_duration,
 )
 from noe_core.errors import DeadlineExceeded, InvalidSettings, RegistryError
-from noe_core.keychain import Keychain, MultiKeychain
 from noe_core.reference import Reference, parse_reference
 
 SECRET = "plugin-Pa55word-0123456789abcdefXYZ"

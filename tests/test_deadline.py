@@ -35,11 +35,9 @@ def test_remaining_expired_and_timeout() -> None:
     assert "reg.example" in str(caught.value) and caught.value.temporary
 
 
-def test_never_and_earliest() -> None:
+def test_never() -> None:
     never = Deadline.never()
     assert not never.expired and never.timeout(3) == 3
-    soon = Deadline.after(1)
-    assert never.earliest(soon) is soon and soon.earliest(never) is soon
 
 
 def test_tiny_remaining_gives_a_positive_timeout() -> None:

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from noe_core.dockerconfig import (
+from noe_core.credentials.docker_config import (
     keychain_from_docker_config,
     keychain_from_file,
     keychain_from_pull_secret,
 )
-from noe_core.errors import InvalidSettings
+from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.reference import parse_reference
 
 SECRET = "Sup3r-s3cret-value"
@@ -101,7 +101,7 @@ MALFORMED = [
 
 @pytest.mark.parametrize(("data", "message"), MALFORMED)
 def test_malformed_config_names_source_never_secret(data: bytes, message: str) -> None:
-    with pytest.raises(InvalidSettings) as info:
+    with pytest.raises(CredentialError) as info:
         keychain_from_docker_config(data, "docker config /x/config.json")
     text = str(info.value)
     assert message in text
@@ -146,7 +146,7 @@ BAD_SECRETS: list[tuple[dict[str, Any], str]] = [
 
 @pytest.mark.parametrize(("obj", "message"), BAD_SECRETS)
 def test_bad_pull_secrets(obj: dict[str, Any], message: str) -> None:
-    with pytest.raises(InvalidSettings) as info:
+    with pytest.raises(CredentialError) as info:
         keychain_from_pull_secret(obj)
     assert message in str(info.value)
     assert "imagePullSecret team-a/regcred" in str(info.value)

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from noe_core.deadline import Deadline
-from noe_core.inspection import ImageInspector
 from noe_core.lookup import ImagePlatforms, LookupFailure
 from noe_core.platforms_file import StaticPlatforms
+from noe_core.registry.inspection import ImageInspector
+from noe_core.registry.resolver import Resolver
+from noe_core.registry.transport import make_session
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import Resolver
-from noe_core.transport import make_session
 
 
 @pytest.fixture
@@ -53,6 +53,30 @@ def test_without_resolver_an_undeclared_image_cannot_be_inspected() -> None:
     assert inspection.lookups["a:1"] == ImagePlatforms.of("linux/amd64")
     failure = inspection.lookups["b:1"]
     assert isinstance(failure, LookupFailure) and "platforms.json" in failure.reason
+
+
+def test_each_image_gets_its_own_answer_or_failure_in_the_order_asked(
+    pushed_images: dict[str, Any], registry: Any, resolver: Resolver
+) -> None:
+    images = [pushed_images["oci-single-amd64"].reference, pushed_images["windows-index"].reference,
+              registry.ref("missing/repo", "x"), "Not A Reference"]
+    lookups = ImageInspector(resolver=resolver).inspect(images, deadline=Deadline.after(20)).lookups
+    assert list(lookups) == images
+    assert isinstance(lookups[images[0]], ImagePlatforms)
+    assert isinstance(lookups[images[1]], ImagePlatforms)
+    missing, invalid = lookups[images[2]], lookups[images[3]]
+    assert isinstance(missing, LookupFailure) and "check the image name" in missing.reason
+    assert isinstance(invalid, LookupFailure) and "invalid image reference" in invalid.reason
+
+
+def test_lookups_without_a_deadline(pushed_images: dict[str, Any], resolver: Resolver) -> None:
+    # noe mutate without --timeout inspects with Deadline.never(): no infinite timeout reaches threading.
+    images = [pushed_images["oci-single-amd64"].reference, pushed_images["docker-single-arm64"].reference]
+    lookups = ImageInspector(resolver=resolver).inspect(images, deadline=Deadline.never()).lookups
+    assert lookups == {images[0]: ImagePlatforms(ImagePlatforms.of("linux/amd64").platforms,
+                                                 pushed_images["oci-single-amd64"].digest),
+                       images[1]: ImagePlatforms(ImagePlatforms.of("linux/arm64/v8").platforms,
+                                                 pushed_images["docker-single-arm64"].digest)}
 
 
 def test_a_stuck_registry_is_abandoned_at_the_deadline_and_answers_that_arrived_are_kept(

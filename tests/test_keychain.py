@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from noe_core.errors import InvalidSettings
-from noe_core.keychain import (
+from noe_core.credentials.keychain import (
     ANONYMOUS,
     Credential,
     FileKeychain,
@@ -21,6 +20,7 @@ from noe_core.keychain import (
     StaticKeychain,
     unique,
 )
+from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.reference import Reference, parse_reference
 
 SECRET = "s3cr3t-Pa55w0rd-zzz"
@@ -70,9 +70,9 @@ def test_credential_is_frozen_hashable_picklable() -> None:
 
 
 def test_bad_credentials() -> None:
-    with pytest.raises(InvalidSettings, match="':'"):
+    with pytest.raises(CredentialError, match="':'"):
         Credential("a:b", SECRET, "src")
-    with pytest.raises(InvalidSettings) as info:
+    with pytest.raises(CredentialError) as info:
         Credential("a", 12, "src")  # type: ignore[arg-type]
     assert SECRET not in str(info.value)
 
@@ -158,7 +158,7 @@ def _loader(calls: list[bytes]) -> Callable[[bytes, str], Keychain]:
         calls.append(data)
         text = data.decode()
         if text.startswith("bad"):
-            raise InvalidSettings(f"{source}: malformed")
+            raise CredentialError(f"{source}: malformed")
         username, _, password = text.partition(":")
         return StaticKeychain([("reg.corp", Credential(username, password, source))])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,4 +279,26 @@ def test_create_event_and_timeout(api: FakeKubeAPI, tmp_path: Path) -> None:
         assert time.monotonic() - started < 0.9
     finally:
         api.state.delay = 0
+        client.close()
+
+
+def test_concurrent_reads_of_one_secret_share_one_get(api: FakeKubeAPI, tmp_path: Path) -> None:
+    client = _client(api.write_kubeconfig(tmp_path / "kc", token=TOKEN), secret_cache_ttl=30)
+    api.state.delay = 0.3
+    results: list[object] = []
+    start = threading.Barrier(8)
+
+    def read() -> None:
+        start.wait()
+        results.append(client.get_secret("team", "pull", timeout=5)["metadata"]["name"])
+
+    try:
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == ["pull"] * 8
+        assert len(api.requests_snapshot()) == 1
+    finally:
         client.close()

@@ -12,15 +12,15 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 import requests
 
+from noe_core.credentials.docker_config import keychain_from_docker_config
+from noe_core.credentials.keychain import Credential, Keychain, StaticKeychain
 from noe_core.deadline import Deadline
-from noe_core.dockerconfig import keychain_from_docker_config
 from noe_core.errors import AuthError, RegistryError
-from noe_core.keychain import Credential, Keychain, StaticKeychain
 from noe_core.observer import CountingObserver
 from noe_core.reference import parse_reference
+from noe_core.registry.resolver import Resolver
+from noe_core.registry.transport import OAUTH_CLIENT_ID, Transport, make_session
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import Resolver
-from noe_core.transport import OAUTH_CLIENT_ID, Transport, make_session
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
 from tests.support.scripted_server import ScriptedServer, start_scripted_server
@@ -121,7 +121,7 @@ def test_warm_lookup_reuses_the_access_token(
     assert token_server.count(mark) == 0
     assert [e.status for e in token_registry.requests_since(rmark)] == [200]
     # Cached per (host, repository, credential identity); the refresh token itself is no key.
-    keys = list(transport._tokens._data)
+    keys = list(transport.auth._tokens._data)
     assert (token_registry.host, img.repository, credentials[0].identity) in keys
     assert not any(refresh_token in part for key in keys for part in key)
     # A rotated identity token is another identity: one new POST, no reuse of the old access token.

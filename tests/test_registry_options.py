@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from noe_core.cli.registry_options import add_registry_arguments, node_keychain_from_args
-from noe_core.keychain import ANONYMOUS
+from noe_core.credentials.keychain import ANONYMOUS
 from noe_core.reference import parse_reference
 
 

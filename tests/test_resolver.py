@@ -8,13 +8,13 @@ from collections.abc import Iterator
 import pytest
 import requests
 
+from noe_core.credentials.keychain import Credential, StaticKeychain
 from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, NoeError, RegistryError
-from noe_core.keychain import Credential, StaticKeychain
 from noe_core.observer import CountingObserver
+from noe_core.registry.resolver import ImageInfo, Resolver
+from noe_core.registry.transport import make_session
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import ImageInfo, Resolver
-from noe_core.transport import make_session
 from tests.support.images import (
     OCI_MANIFEST,
     PushedImage,
@@ -239,30 +239,6 @@ def test_failures_are_cached_briefly(registry: RegistryServer, session: requests
         with pytest.raises(RegistryError):
             resolver.resolve(ref, deadline=Deadline.after(20))
         assert registry.count(since=mark) == 2
-
-
-def test_resolve_many_returns_results_and_errors_per_image(
-    pushed_images: dict[str, PushedImage], registry: RegistryServer, session: requests.Session
-) -> None:
-    resolver, _ = make_resolver(session)
-    images = [pushed_images["oci-single-amd64"].reference, pushed_images["windows-index"].reference,
-              registry.ref("missing/repo", "x"), "Not A Reference"]
-    with resolver:
-        out = resolver.resolve_many(images, deadline=Deadline.after(20))
-    assert list(out) == images
-    assert isinstance(out[images[0]], ImageInfo)
-    assert isinstance(out[images[1]], ImageInfo)
-    assert isinstance(out[images[2]], RegistryError)
-    assert isinstance(out[images[3]], NoeError)
-
-
-def test_resolve_many_without_a_deadline(pushed_images: dict[str, PushedImage], session: requests.Session) -> None:
-    # noe mutate without --timeout resolves with Deadline.never(): no infinite timeout reaches threading.
-    resolver, _ = make_resolver(session)
-    images = [pushed_images["oci-single-amd64"].reference, pushed_images["docker-single-arm64"].reference]
-    with resolver:
-        out = resolver.resolve_many(images, deadline=Deadline.never())
-    assert [keys(out[image]) for image in images] == [["linux/amd64"], ["linux/arm64/v8"]]  # type: ignore[arg-type]
 
 
 def test_negative_cache_hits_do_not_pile_up_on_the_cached_error(

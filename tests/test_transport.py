@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import requests
 
+from noe_core.credentials.keychain import Credential, StaticKeychain
 from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
-from noe_core.keychain import Credential, StaticKeychain
 from noe_core.manifest import sha256_digest
 from noe_core.observer import CountingObserver
 from noe_core.reference import parse_reference
+from noe_core.registry.resolver import Resolver
+from noe_core.registry.transport import Transport, make_session
 from noe_core.registry_settings import RegistrySettings
-from noe_core.resolver import Resolver
-from noe_core.transport import Transport, make_session
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
 from tests.support.scripted_server import Route, ScriptedServer, Seen, start_scripted_server
@@ -273,7 +273,7 @@ def test_token_is_only_sent_to_the_host_it_was_issued_for(  # noqa: PLR0917 - py
                     f"manifests/{token_img.tag}", deadline=Deadline.after(10), accept=OCI_MANIFEST)
     assert [s.headers.get("authorization") for s in hostile.seen] == [None]
     # A token for (host, repository) is keyed by host: none exists for the other registry.
-    assert all(key[0] == token_registry.host for key in transport._tokens._data)
+    assert all(key[0] == token_registry.host for key in transport.auth._tokens._data)
 
 
 @pytest.mark.registry
@@ -296,7 +296,7 @@ def test_no_secret_in_logs_errors_or_exceptions(  # noqa: PLR0917 - pytest fixtu
     with Resolver(session, settings=INSECURE, keychain=keychain) as resolver:
         img = token_pushed_images["docker-manifest-list"]
         resolver.resolve(img.reference, deadline=Deadline.after(10))
-        tokens = [entry.value for entry in resolver.transport._tokens._data.values()]
+        tokens = [entry.value for entry in resolver.transport.auth._tokens._data.values()]
         assert tokens
         for ref in (basic_pushed_images["oci-single-amd64"].reference,
                     f"{token_registry.host}/private/nothing-here:v1"):

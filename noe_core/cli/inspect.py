@@ -26,8 +26,8 @@ from noe_core.deadline import Deadline
 from noe_core.errors import InvalidInput, ManifestError, NoeError, RegistryError
 from noe_core.observer import CountingObserver
 from noe_core.reference import parse_reference
-from noe_core.resolver import ImageInfo, Resolver
-from noe_core.transport import make_session
+from noe_core.registry.resolver import ImageInfo, Resolver
+from noe_core.registry.transport import make_session
 
 EXIT_OK = 0
 EXIT_REGISTRY = 1

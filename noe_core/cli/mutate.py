@@ -252,7 +252,7 @@ def _make_inspector(ns: argparse.Namespace) -> Inspector:
     The registry flags are checked either way: a bad one is an error even when ``--platforms`` makes it unused.
     """
     from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
-    from noe_core.inspection import ImageInspector  # noqa: PLC0415
+    from noe_core.registry.inspection import ImageInspector  # noqa: PLC0415
 
     registry_settings = registry_settings_from_args(ns)
     keychain = node_keychain_from_args(ns)
@@ -261,8 +261,8 @@ def _make_inspector(ns: argparse.Namespace) -> Inspector:
         from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
 
         return ImageInspector(static=StaticPlatforms.load(platforms)).inspector()
-    from noe_core.resolver import Resolver  # noqa: PLC0415
-    from noe_core.transport import make_session  # noqa: PLC0415
+    from noe_core.registry.resolver import Resolver  # noqa: PLC0415
+    from noe_core.registry.transport import make_session  # noqa: PLC0415
 
     resolver = Resolver(make_session(registry_settings), settings=registry_settings, keychain=keychain)
     return ImageInspector(resolver=resolver).inspector(timeout=ns.lookup_timeout)

@@ -22,9 +22,9 @@ from noe_core.cli.flags import (
     require,
     usage_error,
 )
-from noe_core.containerd_config import keychain_from_containerd_config
-from noe_core.dockerconfig import keychain_from_file
-from noe_core.keychain import ANONYMOUS, Keychain, MultiKeychain
+from noe_core.credentials.containerd_config import keychain_from_containerd_config
+from noe_core.credentials.docker_config import keychain_from_file
+from noe_core.credentials.keychain import ANONYMOUS, Keychain, MultiKeychain
 from noe_core.registry_settings import RegistrySettings
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def node_keychain_from_args(ns: argparse.Namespace) -> Keychain:
     if config is not None:
         if bin_dir is None:
             raise usage_error(ns, CREDENTIAL_PROVIDER_CONFIG, f"needs {CREDENTIAL_PROVIDER_BIN_DIR.name}")
-        from noe_core.credential_provider import CredentialProviderKeychain  # noqa: PLC0415
+        from noe_core.credentials.provider import CredentialProviderKeychain  # noqa: PLC0415
 
         keychains.append(CredentialProviderKeychain(config, bin_dir))
     if not keychains:

@@ -20,15 +20,15 @@ import hmac
 import logging
 import os
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
-from noe_core.errors import InvalidSettings
+from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
 from noe_core.reference import Reference
+from noe_core.watched_file import WatchedFiles
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,10 @@ class Credential:
     def __post_init__(self) -> None:
         for name in ("username", "password", "source", "identity_token"):
             if not isinstance(getattr(self, name), str):
-                raise InvalidSettings(f"credential from {self.source!r}: {name} must be a string")
+                raise CredentialError(f"credential from {self.source!r}: {name} must be a string")
         if ":" in self.username:
             # Basic auth joins with ':' and registries split at the first one.
-            raise InvalidSettings(f"credential from {self.source!r}: the username must not contain ':'")
+            raise CredentialError(f"credential from {self.source!r}: the username must not contain ':'")
 
     @property
     def is_refresh_token(self) -> bool:
@@ -180,10 +180,6 @@ class MultiKeychain:
     def __init__(self, *keychains: Keychain) -> None:
         self._keychains = tuple(keychains)
 
-    @property
-    def keychains(self) -> tuple[Keychain, ...]:
-        return self._keychains
-
     def resolve(self, reference: Reference, *, timeout: float | None = None) -> Sequence[Credential]:
         """Every keychain's candidates in order; later keychains get what is left of ``timeout``."""
         start = time.monotonic()
@@ -208,7 +204,7 @@ class FileKeychain:
     on each lookup is one ``stat`` and keeps credentials fresh. The first read
     raises (start-up stops on a wrong path); a later unreadable or malformed
     version is logged and the last good one kept, because a rotation caught
-    half-written should not drop every credential.
+    half-written should not drop every credential (see :mod:`noe_core.watched_file`).
     """
 
     def __init__(
@@ -217,24 +213,18 @@ class FileKeychain:
         self._path = os.fspath(path)
         self._load = load
         self._source = source
-        self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
-        self._failed_stamp: tuple[int, int, int] | None = None
-        self._keychain: Keychain = ANONYMOUS
+        # CredentialError messages name the source and never the secret, so they may be logged.
+        self._file = WatchedFiles([self._path], self._read, what=source, keep_on=(CredentialError,))
         try:
-            stamp = self._stat()
-            self._keychain = self._read()
+            self._file.get()
         except OSError as exc:
             raise InvalidSettings(f"cannot read {source}: {exc.strerror or exc}") from None
-        self._stamp = stamp
+        except CredentialError as exc:
+            raise InvalidSettings(str(exc)) from None  # at start-up, a malformed file stops it
 
     @property
     def path(self) -> str:
         return self._path
-
-    def _stat(self) -> tuple[int, int, int]:
-        info = os.stat(self._path)
-        return (info.st_mtime_ns, info.st_size, info.st_ino)
 
     def _read(self) -> Keychain:
         with open(self._path, "rb") as handle:
@@ -242,27 +232,7 @@ class FileKeychain:
 
     def current(self) -> Keychain:
         """The keychain for the file as it is now (re-read if it changed since last time)."""
-        with self._lock:
-            try:
-                stamp = self._stat()
-            except OSError as exc:
-                if self._failed_stamp != (0, 0, 0):
-                    log.warning("cannot stat %s, keeping its last credentials: %s", self._source, exc)
-                    self._failed_stamp = (0, 0, 0)
-                return self._keychain
-            if stamp in (self._stamp, self._failed_stamp):
-                return self._keychain
-            try:
-                keychain = self._read()
-            except (OSError, InvalidSettings) as exc:
-                # InvalidSettings messages name the source and never the secret.
-                message = exc.strerror if isinstance(exc, OSError) else str(exc)
-                log.warning("cannot reload %s, keeping its last credentials: %s", self._source, message)
-                self._failed_stamp = stamp
-                return self._keychain
-            self._keychain, self._stamp, self._failed_stamp = keychain, stamp, None
-            log.info("reloaded %s", self._source)
-            return keychain
+        return self._file.get()
 
     def resolve(self, reference: Reference, *, timeout: float | None = None) -> Sequence[Credential]:
         """Candidates from the file's current content."""

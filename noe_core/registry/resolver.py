@@ -34,9 +34,7 @@ tokens sent to, the mirror.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,10 +42,10 @@ from dataclasses import dataclass
 import requests
 
 from noe_core.cache import LRUCache, SingleFlight
+from noe_core.credentials.keychain import Credential, Keychain, unique
 from noe_core.deadline import Clock, Deadline
 from noe_core.errors import DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
 from noe_core.hostmatch import host_glob_matches
-from noe_core.keychain import Credential, Keychain, unique
 from noe_core.manifest import (
     ACCEPT_MANIFESTS,
     Descriptor,
@@ -61,8 +59,9 @@ from noe_core.manifest import (
 from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.platform import Platform
 from noe_core.reference import Reference, parse_reference
+from noe_core.registry.sender import HTTPResult, make_session, status_error
+from noe_core.registry.transport import Transport
 from noe_core.registry_settings import RegistrySettings
-from noe_core.transport import HTTPResult, Transport, make_session, status_error
 
 log = logging.getLogger(__name__)
 
@@ -128,16 +127,11 @@ class Resolver:
             settings.max_cached_tags, clock=clock
         )
         self._flight: SingleFlight[tuple[str, str, tuple[str, ...]], ImageInfo] = SingleFlight()
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to release today (the session belongs to the caller); kept for ``with``."""
 
     def __enter__(self) -> Resolver:
         return self
@@ -205,43 +199,7 @@ class Resolver:
         self._observer.cache_hit(kind)
         return ImageInfo(ref, digest, content.media_type, content.platforms)
 
-    def resolve_many(
-        self, images: Sequence[str], *, deadline: Deadline, keychain: Keychain | None = None
-    ) -> dict[str, ImageInfo | NoeError]:
-        """Every image of a pod, in parallel on a bounded pool; failures are returned, not raised."""
-        results: dict[str, ImageInfo | NoeError] = {}
-        unique = list(dict.fromkeys(images))
-        if len(unique) == 1:
-            image = unique[0]
-            try:
-                results[image] = self.resolve(image, deadline=deadline, keychain=keychain)
-            except NoeError as exc:
-                results[image] = exc
-            return results
-        pool = self._executor()
-        futures = {
-            image: pool.submit(self.resolve, image, deadline=deadline, keychain=keychain) for image in unique
-        }
-        for image, future in futures.items():
-            try:
-                wait = deadline.wait_timeout()
-                results[image] = future.result(timeout=None if wait is None else wait + 0.05)
-            except concurrent.futures.TimeoutError:
-                future.cancel()
-                results[image] = DeadlineExceeded(f"looking up {image} did not finish before the deadline")
-            except NoeError as exc:
-                results[image] = exc
-        return {image: results[image] for image in images if image in results}
-
     # -- internals ------------------------------------------------------------------------
-
-    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.settings.max_parallel, thread_name_prefix="noe-resolve"
-                )
-            return self._pool
 
     def _credentials(
         self, target: Reference, keychain: Keychain | None, deadline: Deadline

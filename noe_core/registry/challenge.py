@@ -23,25 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from noe_core.errors import AuthError
+from noe_core.errors import ChallengeError
+
+__all__ = ["MAX_HEADER", "Challenge", "ChallengeError", "parse_challenges", "preferred"]
 
 _TCHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _TOKEN68 = frozenset("-._~+/0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _WS = " \t"
 MAX_HEADER = 16 * 1024
-
-
-class ChallengeError(AuthError):
-    """A ``WWW-Authenticate`` header that cannot be read."""
-
-    def __init__(self, reason: str, *, registry: str = "") -> None:
-        where = f" from registry {registry}" if registry else ""
-        super().__init__(
-            f"unreadable WWW-Authenticate header{where}: {reason}; the registry or a proxy in front "
-            "of it sent a malformed authentication challenge",
-            registry=registry,
-            status=401,
-        )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ simply empty):
 
 An ``auth`` table has ``username``/``password``, or ``auth`` (base64 of
 ``user:password``), and optionally ``identitytoken`` (an OAuth2 refresh token,
-see :class:`~noe_core.keychain.Credential`). containerd looks credentials up by
+see :class:`~noe_core.credentials.keychain.Credential`). containerd looks credentials up by
 exact registry host; here the HOST is read as a kubelet image pattern, which for
 a plain host means the same thing (``docker.io`` and ``registry-1.docker.io``
 are one registry). ``imports = [...]`` drop-in files are not followed: point
@@ -29,10 +29,10 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from noe_core.dockerconfig import credential_from_entry
-from noe_core.errors import InvalidSettings
+from noe_core.credentials.docker_config import credential_from_entry
+from noe_core.credentials.keychain import Credential, FileKeychain, Keychain, StaticKeychain
+from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def _table(parent: Mapping[str, Any], key: str, where: str, source: str) -> Mapp
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidSettings(f"{source}: {where}.{key} must be a table")
+        raise CredentialError(f"{source}: {where}.{key} must be a table")
     return value
 
 
@@ -54,10 +54,10 @@ def keychain_from_containerd_toml(data: bytes | str, source: str) -> StaticKeych
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         document = tomllib.loads(text)
     except UnicodeDecodeError:
-        raise InvalidSettings(f"{source}: not UTF-8 text") from None
+        raise CredentialError(f"{source}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib's messages give a position, not the offending text.
-        raise InvalidSettings(f"{source}: not valid TOML: {exc}") from None
+        raise CredentialError(f"{source}: not valid TOML: {exc}") from None
     if document.get("imports"):
         log.info("%s: 'imports' are not followed; only this file's registry credentials are used", source)
     entries: list[tuple[ImagePattern, Credential]] = []
@@ -68,7 +68,7 @@ def keychain_from_containerd_toml(data: bytes | str, source: str) -> StaticKeych
         where += ".registry"
         for host, config in _table(registry, "configs", where, source).items():
             if not isinstance(config, Mapping):
-                raise InvalidSettings(f'{source}: {where}.configs."{host}" must be a table')
+                raise CredentialError(f'{source}: {where}.configs."{host}" must be a table')
             auth = config.get("auth")
             if auth is not None:
                 _add(entries, host, auth, source)
@@ -81,7 +81,7 @@ def _add(entries: list[tuple[ImagePattern, Credential]], host: str, auth: object
     try:
         pattern = parse_image_pattern(host, docker_config_key=True)
     except InvalidSettings as exc:
-        raise InvalidSettings(f"{source}: {exc}") from None
+        raise CredentialError(f"{source}: {exc}") from None
     credential = credential_from_entry(host, auth, source)
     if credential is not None:
         entries.append((pattern, credential))

@@ -18,18 +18,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from noe_core.credentials.keychain import Keychain
 from noe_core.deadline import Deadline
 from noe_core.errors import NoeError
-from noe_core.keychain import Keychain
 from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure, Lookups
 from noe_core.platforms_file import StaticPlatforms
-from noe_core.resolver import ImageInfo
+from noe_core.registry.resolver import ImageInfo
 
 _DEFAULT_PARALLELISM = 8
 
 
 class PlatformResolver(Protocol):
-    """What inspection needs of the registry client (``noe_core.resolver.Resolver``)."""
+    """What inspection needs of the registry client (``noe_core.registry.resolver.Resolver``)."""
 
     def resolve(self, reference: str, *, deadline: Deadline, keychain: Keychain | None = None) -> ImageInfo: ...
 

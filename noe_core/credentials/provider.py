@@ -40,7 +40,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,9 +47,12 @@ from typing import Final, Literal
 
 import yaml
 
-from noe_core.errors import DeadlineExceeded, InvalidSettings, RegistryError
+from noe_core import fields
+from noe_core.cache import LRUCache, SingleFlight
+from noe_core.credentials.keychain import Credential, unique
+from noe_core.deadline import Deadline
+from noe_core.errors import CredentialError, DeadlineExceeded, InvalidSettings, RegistryError
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.keychain import Credential, unique
 from noe_core.reference import Reference
 from noe_core.registry_settings import parse_go_duration
 
@@ -113,16 +115,14 @@ def _yaml_error(exc: yaml.YAMLError) -> str:
 
 
 def _string(value: object, what: str, source: str, *, required: bool = True) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str) or (required and not value):
-        raise InvalidSettings(f"{source}: {what} must be a non-empty string")
-    return value
+    return fields.string(
+        value, f"{source}: {what}", required=required, non_empty=required,
+        missing=f"{source}: {what} must be a non-empty string", error=InvalidSettings,
+    )
 
 
 def _provider(index: int, item: object, source: str) -> ProviderConfig:
-    if not isinstance(item, Mapping):
-        raise InvalidSettings(f"{source}: providers[{index}] must be an object")
+    item = fields.mapping(item, f"{source}: providers[{index}]", required=True, error=InvalidSettings)
     name = _string(item.get("name"), f"providers[{index}].name", source)
     where = f"provider {name!r}"
     if "/" in name or "\0" in name or " " in name or name in (".", ".."):
@@ -262,7 +262,7 @@ def parse_provider_response(stdout: bytes, provider: ProviderConfig) -> Provider
             raise RegistryError(f"{prefix} answered auth[{key!r}] with a non-string username or password")
         try:
             entries.append((pattern, Credential(username, password, source)))
-        except InvalidSettings:
+        except CredentialError:
             raise RegistryError(f"{prefix} answered auth[{key!r}] with a username containing ':'") from None
     return ProviderResponse(key_type, duration, tuple(entries))
 
@@ -332,18 +332,6 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         log.warning("credential provider process %d left children holding its output", process.pid)
 
 
-@dataclass
-class _Flight:
-    done: threading.Event = field(default_factory=threading.Event)
-    result: tuple[Credential, ...] = ()
-
-
-@dataclass(frozen=True)
-class _CacheEntry:
-    expires: float
-    response: ProviderResponse
-
-
 ErrorHook = Callable[[ProviderConfig, Reference, RegistryError], None]
 
 
@@ -397,9 +385,10 @@ class CredentialProviderKeychain:
         self._max_entries = max_cache_entries
         self._on_error = on_error
         self._clock = clock
-        self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str, str], _CacheEntry] = {}
-        self._flights: dict[tuple[str, str], _Flight] = {}
+        # What each plugin answered, for as long as it said (cacheKeyType, cacheDuration).
+        self._cache: LRUCache[tuple[str, str, str], ProviderResponse] = LRUCache(max_cache_entries, clock=clock)
+        # Concurrent lookups of one image share one run of each plugin.
+        self._flight: SingleFlight[tuple[str, str], tuple[Credential, ...]] = SingleFlight()
 
     @property
     def providers(self) -> tuple[ProviderConfig, ...]:
@@ -426,30 +415,17 @@ class CredentialProviderKeychain:
         }
 
     def _cached(self, provider: ProviderConfig, reference: Reference) -> ProviderResponse | None:
-        now = self._clock()
-        with self._lock:
-            for key in self._cache_keys(provider, reference).values():
-                entry = self._cache.get(key)
-                if entry is None:
-                    continue
-                if entry.expires > now:
-                    return entry.response
-                del self._cache[key]
+        for key in self._cache_keys(provider, reference).values():
+            response = self._cache.get(key)
+            if response is not None:
+                return response
         return None
 
     def _store(self, provider: ProviderConfig, reference: Reference, response: ProviderResponse) -> None:
         duration = provider.default_cache_duration if response.cache_duration is None else response.cache_duration
         if duration <= 0:
             return
-        now = self._clock()
-        key = self._cache_keys(provider, reference)[response.cache_key_type]
-        with self._lock:
-            self._cache[key] = _CacheEntry(now + duration, response)
-            if len(self._cache) > self._max_entries:
-                for stale in [k for k, entry in self._cache.items() if entry.expires <= now]:
-                    del self._cache[stale]
-                while len(self._cache) > self._max_entries:
-                    del self._cache[min(self._cache, key=lambda k: self._cache[k].expires)]
+        self._cache.set(self._cache_keys(provider, reference)[response.cache_key_type], response, duration)
 
     def _provide(self, provider: ProviderConfig, reference: Reference, budget: float) -> tuple[Credential, ...]:
         cached = self._cached(provider, reference)
@@ -458,24 +434,19 @@ class CredentialProviderKeychain:
         if budget <= 0:
             self._on_error(provider, reference, DeadlineExceeded(f"no time left to run {provider.name!r}"))
             return ()
-        flight_key = (provider.name, reference.context)
-        with self._lock:
-            flight = self._flights.get(flight_key)
-            leader = flight is None
-            if flight is None:
-                flight = self._flights[flight_key] = _Flight()
-        if not leader:
-            # Another thread runs this plugin for this image: share its answer.
-            if not flight.done.wait(budget):
-                self._on_error(provider, reference, DeadlineExceeded(f"{provider.name!r} did not answer in time"))
-            return flight.result
+        deadline = Deadline.after(budget, clock=self._clock)
         try:
-            flight.result = self._run(provider, reference, budget)
-        finally:
-            with self._lock:
-                del self._flights[flight_key]
-            flight.done.set()
-        return flight.result
+            credentials, _ = self._flight.do(
+                (provider.name, reference.context), lambda: self._run(provider, reference, budget), deadline
+            )
+        except RegistryError as exc:
+            # Only a waiter gets here (the run itself reports its failures and returns nothing):
+            # it ran out of time, or the run it waited for broke.
+            if isinstance(exc, DeadlineExceeded):
+                exc = DeadlineExceeded(f"{provider.name!r} did not answer in time")
+            self._on_error(provider, reference, exc)
+            return ()
+        return credentials
 
     def _run(self, provider: ProviderConfig, reference: Reference, budget: float) -> tuple[Credential, ...]:
         # Re-check: a flight that just finished may have filled the cache.
@@ -498,8 +469,7 @@ class CredentialProviderKeychain:
 
     def clear_cache(self) -> None:
         """Forget every cached answer (e.g. after the registry refused a cached credential)."""
-        with self._lock:
-            self._cache.clear()
+        self._cache.clear()
 
     def __repr__(self) -> str:
         return f"CredentialProviderKeychain({', '.join(p.name for p in self._providers)})"

@@ -9,7 +9,7 @@ Three shapes carry the same ``registry key → entry`` map:
 
 An ENTRY carries ``auth`` (base64 of ``user:password``, which wins as in the
 docker CLI and the kubelet), or ``username``/``password``, and optionally
-``identitytoken`` (an OAuth2 refresh token: see :class:`~noe_core.keychain.Credential`).
+``identitytoken`` (an OAuth2 refresh token: see :class:`~noe_core.credentials.keychain.Credential`).
 ``email`` and ``registrytoken`` are ignored. An entry with none of these is
 skipped: ``docker login`` writes such empty entries when a ``credsStore`` holds
 the secret. ``credsStore`` and ``credHelpers`` run programs of the docker CLI
@@ -32,9 +32,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from noe_core.errors import InvalidSettings
+from noe_core import fields
+from noe_core.credentials.keychain import Credential, FileKeychain, Keychain, StaticKeychain
+from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def _decode_json(data: bytes | str, source: str) -> Any:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         # JSONDecodeError's message gives the position, never the document.
         where = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise InvalidSettings(f"{source}: not valid JSON{where}") from None
+        raise CredentialError(f"{source}: not valid JSON{where}") from None
 
 
 def credential_from_entry(key: str, entry: object, source: str) -> Credential | None:
@@ -60,48 +61,46 @@ def credential_from_entry(key: str, entry: object, source: str) -> Credential | 
 
     Also used for containerd's ``auth`` tables, which have the same fields.
     """
-    if not isinstance(entry, Mapping):
-        raise InvalidSettings(f"{source}: the entry for {key!r} must be an object")
-    fields: dict[str, str] = {}
-    for name in ("auth", "username", "password", "identitytoken"):
-        value = entry.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise InvalidSettings(f"{source}: {name!r} of the entry for {key!r} must be a string")
-        fields[name] = value
-    username, password = fields.get("username", ""), fields.get("password", "")
-    auth = fields.get("auth", "")
+    where = f"{source}: the entry for {key!r}"
+    entry = fields.mapping(entry, where, required=True, missing=f"{where} must be an object", error=CredentialError)
+    text = {
+        name: fields.string(entry.get(name), f"{source}: {name!r} of the entry for {key!r}", error=CredentialError)
+        for name in ("auth", "username", "password", "identitytoken")
+    }
+    username, password = text["username"], text["password"]
+    auth = text["auth"]
     if auth:
         try:
             decoded = base64.b64decode(auth, validate=True).decode("utf-8")
         except (binascii.Error, ValueError):
-            raise InvalidSettings(f"{source}: 'auth' of the entry for {key!r} is not base64 text") from None
+            raise CredentialError(f"{source}: 'auth' of the entry for {key!r} is not base64 text") from None
         username, colon, password = decoded.partition(":")
         if not colon:
-            raise InvalidSettings(
+            raise CredentialError(
                 f"{source}: 'auth' of the entry for {key!r} must encode 'username:password' (no ':' found)"
             )
-    token = fields.get("identitytoken", "")
+    token = text["identitytoken"]
     if not (username or password or token):
         return None
     try:
         return Credential(username, password, source, identity_token=token)
-    except InvalidSettings as exc:
-        raise InvalidSettings(f"{source}: entry for {key!r}: {exc}") from None
+    except CredentialError as exc:
+        raise CredentialError(f"{source}: entry for {key!r}: {exc}") from None
 
 
 def _auths_keychain(auths: object, source: str) -> StaticKeychain:
-    if not isinstance(auths, Mapping):
-        raise InvalidSettings(f"{source}: the registry map must be an object of registry → credentials")
+    auths = fields.mapping(
+        auths, f"{source}: the registry map", required=True,
+        missing=f"{source}: the registry map must be an object of registry → credentials", error=CredentialError,
+    )
     entries: list[tuple[ImagePattern, Credential]] = []
     for key, entry in auths.items():
         if not isinstance(key, str):  # pragma: no cover - JSON keys are strings
-            raise InvalidSettings(f"{source}: registry keys must be strings")
+            raise CredentialError(f"{source}: registry keys must be strings")
         try:
             pattern = parse_image_pattern(key, docker_config_key=True)
         except InvalidSettings as exc:
-            raise InvalidSettings(f"{source}: {exc}") from None
+            raise CredentialError(f"{source}: {exc}") from None
         credential = credential_from_entry(key, entry, source)
         if credential is None:
             log.debug("%s: entry %r has no inline credentials, skipped", source, key)
@@ -120,7 +119,7 @@ def keychain_from_docker_config(
     """
     document = data if isinstance(data, Mapping) else _decode_json(data, source)
     if not isinstance(document, Mapping):
-        raise InvalidSettings(f"{source}: the document must be a JSON object")
+        raise CredentialError(f"{source}: the document must be a JSON object")
     if legacy:
         return _auths_keychain(document, source)
     helpers = [key for key in _HELPER_KEYS if document.get(key)]
@@ -139,7 +138,7 @@ def keychain_from_pull_secret(secret: Mapping[str, Any], source: str | None = No
     ``imagePullSecrets`` entry is reported instead of silently pulling anonymously.
     """
     if not isinstance(secret, Mapping):
-        raise InvalidSettings(f"{source or 'image pull Secret'}: a Secret must be an object")
+        raise CredentialError(f"{source or 'image pull Secret'}: a Secret must be an object")
     metadata = secret.get("metadata")
     if source is None:
         namespace = name = "?"
@@ -153,18 +152,18 @@ def keychain_from_pull_secret(secret: Mapping[str, Any], source: str | None = No
     elif secret_type == DOCKERCFG_TYPE:
         key, legacy = DOCKERCFG_KEY, True
     else:
-        raise InvalidSettings(
+        raise CredentialError(
             f"{source}: type {secret_type!r} is not an image pull Secret type "
             f"({DOCKER_CONFIG_JSON_TYPE!r} or {DOCKERCFG_TYPE!r}); the kubelet ignores it too"
         )
-    data = secret.get("data")
-    encoded = data.get(key) if isinstance(data, Mapping) else None
-    if not isinstance(encoded, str) or not encoded:
-        raise InvalidSettings(f"{source}: data[{key!r}] is missing or empty")
+    data = fields.mapping(secret.get("data"), f"{source}: data", error=CredentialError)
+    encoded = fields.string(data.get(key), f"{source}: data[{key!r}]", error=CredentialError)
+    if not encoded:
+        raise CredentialError(f"{source}: data[{key!r}] is missing or empty")
     try:
         payload = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidSettings(f"{source}: data[{key!r}] is not base64") from None
+        raise CredentialError(f"{source}: data[{key!r}] is not base64") from None
     return keychain_from_docker_config(payload, source, legacy=legacy)
 
 
