@@ -6,9 +6,6 @@ The container image's tag and OCI labels, the Helm chart's ``appVersion`` and
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as distribution_version
-
 __all__ = ["DISTRIBUTION", "installed_version"]
 
 DISTRIBUTION = "noe-webhook"
@@ -16,6 +13,10 @@ DISTRIBUTION = "noe-webhook"
 
 def installed_version() -> str:
     """The version pip installed; a sentence saying it is not installed when run from a bare source tree."""
+    # importlib.metadata imports email (and through it socket): only when a version is asked for.
+    from importlib.metadata import PackageNotFoundError  # noqa: PLC0415
+    from importlib.metadata import version as distribution_version  # noqa: PLC0415
+
     try:
         return distribution_version(DISTRIBUTION)
     except PackageNotFoundError:

@@ -57,5 +57,5 @@ def test_no_requests_is_zero() -> None:
 def test_bad_quantity_names_its_path() -> None:
     with pytest.raises(InvalidObject, match=r"spec.initContainers\[0\].resources.requests.memory"):
         pod_requests({"initContainers": [c("1", "lots")]})
-    with pytest.raises(InvalidObject, match="containers must be a list"):
+    with pytest.raises(InvalidObject, match="containers must be an array"):
         pod_requests({"containers": {"a": 1}})

@@ -15,6 +15,20 @@ from noe_core.cli.flags import NoeArgumentParser
 from noe_core.cli.options import go_style_argv
 from noe_core.version import installed_version
 
+
+class _VersionAction(argparse.Action):
+    """``--version``: reads the package metadata only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        kwargs.pop("nargs", None)
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"noe {installed_version()}")
+        parser.exit()
+
+
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 
@@ -27,7 +41,7 @@ def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentPars
         prog="noe",
         description="Place Kubernetes pods on nodes whose CPU architecture every image supports.",
     )
-    parser.add_argument("--version", action="version", version=f"noe {installed_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="print noe's version and exit")
     # Subcommand parsers are NoeArgumentParsers too (argparse uses the parent's class); adders see the base type.
     subparsers = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
