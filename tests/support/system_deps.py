@@ -3,6 +3,7 @@
     docker-registry   (Debian ``docker-registry``: CNCF distribution, the registry under test)
     skopeo            (Debian ``skopeo``: an independent client to compare against)
     htpasswd          (Debian ``apache2-utils``)
+    promtool          (Debian ``prometheus``: checks and unit-tests the chart's alerts and dashboard queries)
 
 Does nothing, quickly, when all are on PATH. Otherwise runs ``apt-get update`` and
 ``apt-get install -y --no-install-recommends`` for the missing packages; exits 1 with a
@@ -20,7 +21,8 @@ from collections.abc import Sequence
 __all__ = ["PROGRAMS", "main", "missing_packages"]
 
 # program -> Debian package that provides it
-PROGRAMS = {"docker-registry": "docker-registry", "skopeo": "skopeo", "htpasswd": "apache2-utils"}
+PROGRAMS = {"docker-registry": "docker-registry", "skopeo": "skopeo", "htpasswd": "apache2-utils",
+            "promtool": "prometheus"}
 
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/usr/sbin"])
 
@@ -40,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     del argv
     missing = missing_packages()
     if not missing:
-        print("system_deps: docker-registry, skopeo and htpasswd are installed; nothing to do")
+        print(f"system_deps: {', '.join(sorted(PROGRAMS))} are installed; nothing to do")
         return 0
     print(f"system_deps: missing Debian packages: {' '.join(missing)}")
     apt = shutil.which("apt-get", path=_SEARCH_PATH)
