@@ -791,8 +791,10 @@ def test_ci_recipe_reports_every_workload_and_fails_on_a_denied_one() -> None:
     proc = subprocess.run(["sh", str(EXAMPLES / "ci" / "where-will-it-land.sh"), "examples", "examples/platforms.json"],
                           capture_output=True, text=True, check=False, timeout=120, cwd=ROOT, env=env)
     assert proc.returncode == 3, proc.stdout + proc.stderr
+    from tests.test_ci_recipe import script_kinds
+
     workloads = sorted(p.name for p in EXAMPLES.glob("*.yaml")
-                       if any(d.get("kind") in ("Pod", "DaemonSet") for d in _yaml_docs(p)))
+                       if any(d.get("kind") in script_kinds() for d in _yaml_docs(p)))
     for name in workloads:
         assert f"=== examples/{name}" in proc.stdout
     assert "pod-no-common-arch.yaml: denied" in proc.stdout
