@@ -9,8 +9,9 @@ Names follow the Go Noe where its family has a meaning here (docs/metrics.md
 maps every one). Each label name means one thing in every family:
 ``resource_namespace`` / ``resource_kind`` are the admitted object's (not
 ``namespace``, which Prometheus' Kubernetes discovery sets to the target's own
-namespace; only the Go family ``noe_hook_arch_selector_injected_total`` keeps
-Noe's ``namespace`` label, hence ``honorLabels`` in the chart's monitors),
+namespace; only the Go families ``noe_hook_arch_selector_injected_total`` and
+``noe_hook_image_pull_secret_failed_total`` keep Noe's ``namespace`` label,
+hence ``honorLabels`` in the chart's monitors),
 ``lookup`` is a cache step (tag, digest, negative, revalidated, image),
 ``reason`` a failure reason, ``registry`` a registry host.
 
@@ -101,6 +102,13 @@ class Metrics:
             "Admissions whose pod spec was given an architecture requirement (Go Noe's family and labels; "
             "namespace is the admitted object's).",
             ["namespace", "selector"],
+            registry=r,
+        )
+        self.pull_secret_failed = Counter(
+            "noe_hook_image_pull_secret_failed_total",
+            "imagePullSecrets a pod names that could not be read or used (Go Noe's family and label; "
+            "namespace is the pod's).",
+            ["namespace"],
             registry=r,
         )
         self.update_skip = Counter(
@@ -232,6 +240,9 @@ class Metrics:
         if decision == "mutated":
             # noe always places through required node affinity: Go Noe's "affinity" selector.
             self.injected.labels(self._namespace_label(namespace), "affinity").inc()
+
+    def pull_secrets_failed(self, namespace: str, count: int = 1) -> None:
+        self.pull_secret_failed.labels(self._namespace_label(namespace)).inc(count)
 
     def skipped(self, kind: str, operation: str) -> None:
         self.update_skip.labels(self._kind_label(kind), operation or "none").inc()

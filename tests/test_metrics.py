@@ -57,6 +57,7 @@ def _exercised() -> Metrics:
     metrics = Metrics()
     metrics.admission(namespace="team-a", kind="Pod", decision="mutated", seconds=0.01)
     metrics.skipped("Pod", "UPDATE")
+    metrics.pull_secrets_failed("team-a")
     metrics.request("r.example", "GET", 200)
     metrics.cache_hit("tag")
     metrics.cache_miss("digest")
@@ -75,7 +76,7 @@ def test_the_target_label_namespace_is_only_on_the_go_noe_family() -> None:
     """Prometheus' Kubernetes discovery sets `namespace` (noe's own); ours would become exported_namespace."""
     families = _families(_exercised())
     with_namespace = {name for name, labels in families.items() if "namespace" in labels}
-    assert with_namespace == {"noe_hook_arch_selector_injected"}
+    assert with_namespace == {"noe_hook_arch_selector_injected", "noe_hook_image_pull_secret_failed"}
     assert "resource_namespace" in families["noe_admissions"]
 
 
@@ -170,3 +171,37 @@ def test_metrics_doc_maps_every_go_noe_family_and_kept_means_kept() -> None:
                 assert ours in exposed, f"{name} maps to {ours}, which is not exported"
         else:
             assert name not in exposed
+
+
+def test_unreadable_pull_secrets_are_counted_per_namespace(tmp_path: Path) -> None:
+    """Go Noe's noe_hook_image_pull_secret_failed_total, from a real admission against an HTTPS API peer."""
+    from noe_core.registry_settings import RegistrySettings
+    from noe_core.resolver import Resolver
+    from noe_core.settings import PolicySettings
+    from noe_core.testing import admission_review, pod
+    from noe_core.transport import make_session
+    from noe_web.admission_service import AdmissionService
+    from noe_web.kube import KubeClient, load_kubeconfig
+    from tests.support.certs import make_ca
+    from tests.support.fake_kube_api import start_fake_kube_api
+
+    metrics = Metrics()
+    settings = RegistrySettings(insecure_registries=("127.0.0.1:*",))
+    session = make_session(settings)
+    with start_fake_kube_api(make_ca("metrics kube CA", tmp_path / "ca"), tokens=("t",)) as api:
+        api.add_secret("team", "good", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "good"},
+                                        "type": "kubernetes.io/dockerconfigjson",
+                                        "data": {".dockerconfigjson": "e30="}})
+        kube = KubeClient(load_kubeconfig(api.write_kubeconfig(tmp_path / "kc", token="t")), timeout=5.0)
+        service = AdmissionService(policy=PolicySettings(), metrics=metrics, deadline_seconds=3.0,
+                                   resolver=Resolver(session, settings=settings), kube=kube)
+        try:
+            p = pod(["127.0.0.1:1/private/app:1"], namespace="team")
+            p["spec"]["imagePullSecrets"] = [{"name": "good"}, {"name": "gone"}, {"name": "also-gone"}]
+            response = service.review(admission_review(p))["response"]
+        finally:
+            service.close()
+            kube.close()
+            session.close()
+    assert any("gone not found" in w for w in response["warnings"])
+    assert metrics.registry.get_sample_value("noe_hook_image_pull_secret_failed_total", {"namespace": "team"}) == 2
