@@ -227,6 +227,8 @@ class AdmissionService:
                 warnings.append(limit_warning(f"{where}: {exc}; trying anonymous access"))
             except CredentialError as exc:
                 warnings.append(limit_warning(str(exc)))
+        if len(chains) < len(futures):
+            self.metrics.pull_secrets_failed(ns, len(futures) - len(chains))
         if not chains:
             return None
         return chains[0] if len(chains) == 1 else MultiKeychain(*chains)

@@ -1,8 +1,9 @@
 """The Kubernetes API: read a Secret and write an Event (the webhook), list collections (``noe report``).
 
 Configuration comes from a kubeconfig file (``--kubeconfig``: its current
-context; token, token file, client certificate and key as data or files,
-certificate authority as data or file, ``insecure-skip-tls-verify``) or from
+context; token, token file, client certificate and key as data or files, an
+``exec`` credential plugin (noe_web/kube_exec.py), certificate authority as
+data or file, ``insecure-skip-tls-verify``) or from
 the pod's service account (``KUBERNETES_SERVICE_HOST``/``PORT`` and the token
 and CA under ``/var/run/secrets/kubernetes.io/serviceaccount``). Tokens are
 read from their file again whenever the file changes, so projected tokens that
@@ -39,6 +40,7 @@ from noe_core.cache import LRUCache, SingleFlight
 from noe_core.deadline import Deadline
 from noe_core.errors import DeadlineExceeded, InvalidSettings
 from noe_core.watched_file import WatchedFiles
+from noe_web.kube_exec import ExecCredentialError, ExecCredentialSource, ExecPlugin
 
 log = logging.getLogger("noe.kube")
 
@@ -67,6 +69,10 @@ class Unavailable(KubeError):
     """No answer, a timeout or a 5xx."""
 
 
+class CredentialPluginFailed(Forbidden):
+    """The kubeconfig's exec credential plugin gave no token: no request could be authenticated."""
+
+
 @dataclass(frozen=True)
 class ApiConfig:
     """Where the API is and how to authenticate, resolved from kubeconfig or in-cluster files."""
@@ -81,11 +87,14 @@ class ApiConfig:
     insecure: bool = False
     username: str | None = None
     password: str | None = field(default=None, repr=False)
+    exec_plugin: ExecPlugin | None = None
 
     def describe(self) -> dict[str, object]:
         """What the start-up line may say about it (never a credential)."""
         auth = (
-            "token-file"
+            f"exec:{Path(self.exec_plugin.command).name}"
+            if self.exec_plugin
+            else "token-file"
             if self.token_file
             else "token"
             if self.token
@@ -185,11 +194,17 @@ def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
         raise InvalidSettings(f"--kubeconfig {path}: user {user_name!r} has a client certificate without key")
     token = _string(user, "token", in_user)
     token_file = _string(user, "tokenFile", in_user)
-    if (user.get("exec") or user.get("auth-provider")) and not (token or token_file or cert):
-        raise InvalidSettings(
-            f"--kubeconfig {path}: user {user_name!r} uses an exec/auth-provider plugin, which noe does not run;"
-            " give it a token, a token file or a client certificate"
-        )
+    exec_plugin = None
+    if not (token or token_file or cert):
+        if isinstance(user.get("exec"), dict):
+            exec_plugin = ExecPlugin.parse(user["exec"], f"--kubeconfig {path}: user {user_name!r}", base)
+        elif user.get("exec") is not None:
+            raise InvalidSettings(f"--kubeconfig {path}: user {user_name!r} exec must be a mapping")
+        elif user.get("auth-provider"):
+            raise InvalidSettings(
+                f"--kubeconfig {path}: user {user_name!r} uses an auth-provider plugin (removed from kubectl 1.26), "
+                "which noe does not run; use the provider's exec plugin, a token or a client certificate"
+            )
     return ApiConfig(
         server=server.rstrip("/"),
         source=f"kubeconfig {path} context {name}",
@@ -201,6 +216,7 @@ def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
         insecure=insecure,
         username=_string(user, "username", in_user),
         password=_string(user, "password", in_user),
+        exec_plugin=exec_plugin,
     )
 
 
@@ -304,6 +320,12 @@ class KubeClient:
         self.config = config
         self.timeout = timeout
         self._tokens = _TokenSource(config.token, config.token_file)
+        self._exec = (
+            ExecCredentialSource(config.exec_plugin, server=config.server, ca_pem=config.ca_pem,
+                                 insecure=config.insecure)
+            if config.exec_plugin is not None
+            else None
+        )
         self._session = requests.Session()
         self._session.trust_env = False
         self._session.headers["User-Agent"] = USER_AGENT
@@ -341,7 +363,7 @@ class KubeClient:
         data = None if json_body is None else json.dumps(json_body)
         for attempt in (0, 1):
             headers = {} if data is None else {"Content-Type": content_type}
-            token = self._tokens.get(force=attempt == 1)
+            token = self._token(refresh=attempt == 1)
             if token:
                 headers["Authorization"] = f"Bearer {token}"
             try:
@@ -358,8 +380,8 @@ class KubeClient:
                 raise Unavailable(f"{method} {path}: no answer from the Kubernetes API ({type(exc).__name__})") from exc
             with resp:
                 status = resp.status_code
-                if status == 401 and attempt == 0 and self.config.token_file is not None:
-                    continue  # the token may have rotated under us: read it again once
+                if status == 401 and attempt == 0 and (self.config.token_file or self._exec) is not None:
+                    continue  # the token may have rotated or expired early: read it or run the plugin again
                 if 200 <= status < 300:
                     try:
                         return resp.json()
@@ -372,6 +394,14 @@ class KubeClient:
                     raise Forbidden(f"{method} {path}: {status} {reason}".rstrip(), status=status)
                 raise Unavailable(f"{method} {path}: {status} {reason}".rstrip(), status=status)
         raise Unavailable(f"{method} {path}: unauthorized")  # pragma: no cover - loop always returns
+
+    def _token(self, *, refresh: bool) -> str | None:
+        if self._exec is None:
+            return self._tokens.get(force=refresh)
+        try:
+            return self._exec.token(refresh=refresh)
+        except ExecCredentialError as exc:
+            raise CredentialPluginFailed(f"{self.config.source}: {exc}") from None
 
     def get_secret(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any]:
         """The Secret as the API returns it; raises :class:`NotFound`, :class:`Forbidden`, :class:`Unavailable`."""

@@ -5,19 +5,33 @@ module (and so ``prometheus_client``) is imported: every worker then writes its
 values to files there and the master's ``/metrics`` server sums them with a
 ``MultiProcessCollector``. Gauges carry a ``multiprocess_mode``.
 
-Names follow the Go Noe where it has one. Label values are bounded: a registry
-host or a namespace (each capped at :data:`MAX_LABEL_VALUES` distinct values
-per process, the rest counted as ``other``), a kind (Pod, DaemonSet and at
-most :data:`MAX_KIND_VALUES` others), a decision, an HTTP method or status.
-Never an image.
+Names follow the Go Noe where its family has a meaning here (docs/metrics.md
+maps every one). Each label name means one thing in every family:
+``resource_namespace`` / ``resource_kind`` are the admitted object's (not
+``namespace``, which Prometheus' Kubernetes discovery sets to the target's own
+namespace; only the Go families ``noe_hook_arch_selector_injected_total`` and
+``noe_hook_image_pull_secret_failed_total`` keep Noe's ``namespace`` label,
+hence ``honorLabels`` in the chart's monitors),
+``lookup`` is a cache step (tag, digest, negative, revalidated, image),
+``reason`` a failure reason, ``registry`` a registry host.
+
+Label values are bounded: a registry host or a namespace (each capped at
+:data:`MAX_LABEL_VALUES` distinct values per process, the rest counted as
+``other``), a kind (Pod, DaemonSet and at most :data:`MAX_KIND_VALUES`
+others), a decision, an HTTP method or status. Never an image.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import threading
+from importlib import metadata
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+import requests
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client.exposition import generate_latest
 
@@ -26,6 +40,15 @@ MAX_KIND_VALUES = 20
 MAX_LABEL_LENGTH = 253
 OTHER = "other"
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+DISTRIBUTION = "noe-webhook"
+
+
+def package_version() -> str:
+    """The installed distribution's version ("unknown" when run from a bare source tree)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class _Bounded:
@@ -63,25 +86,48 @@ class Metrics:
         self._namespace_label = _Bounded()
         # the kind comes from the request, so any client can send any string
         self._kind_label = _Bounded(MAX_KIND_VALUES, always=("Pod", "DaemonSet"))
+        self.build_info = Gauge(
+            "noe_build_info",
+            "Always 1; the labels say which noe runs.",
+            ["version", "python_version"],
+            multiprocess_mode="max",
+            registry=r,
+        )
+        self.build_info.labels(package_version(), platform.python_version()).set(1)
         self.registry_errors = Counter(
-            "noe_hook_registry_errors_total", "Failed registry lookup steps.", ["registry", "kind"], registry=r
+            "noe_hook_registry_errors_total", "Failed registry lookup steps.", ["registry", "reason"], registry=r
         )
         self.injected = Counter(
             "noe_hook_arch_selector_injected_total",
-            "Admissions whose pod spec was given an architecture requirement.",
-            ["namespace", "kind"],
+            "Admissions whose pod spec was given an architecture requirement (Go Noe's family and labels; "
+            "namespace is the admitted object's).",
+            ["namespace", "selector"],
+            registry=r,
+        )
+        self.pull_secret_failed = Counter(
+            "noe_hook_image_pull_secret_failed_total",
+            "imagePullSecrets a pod names that could not be read or used (Go Noe's family and label; "
+            "namespace is the pod's).",
+            ["namespace"],
             registry=r,
         )
         self.update_skip = Counter(
             "noe_hook_update_skip_total",
             "Admissions the policy did not look at (pod UPDATE, other kinds and operations).",
-            ["kind", "operation"],
+            ["resource_kind", "operation"],
             registry=r,
         )
         self.registry_requests = Counter(
             "noe_registry_requests_total",
             "HTTP requests to registries and token servers (status 0: no answer).",
             ["registry", "method", "status"],
+            registry=r,
+        )
+        self.registry_request_duration = Histogram(
+            "noe_registry_request_duration_seconds",
+            "Time from sending a registry or token request to its response headers (answered requests only).",
+            ["registry", "method"],
+            buckets=DURATION_BUCKETS,
             registry=r,
         )
         self.rate_limit_remaining = Gauge(
@@ -98,21 +144,33 @@ class Metrics:
             multiprocess_mode="mostrecent",
             registry=r,
         )
-        self.cache_hits = Counter("noe_registry_cache_hits_total", "Lookups answered from cache.", ["kind"], registry=r)
+        self.cache_hits = Counter(
+            "noe_registry_cache_hits_total", "Lookup steps answered from cache.", ["lookup"], registry=r
+        )
         self.cache_misses = Counter(
-            "noe_registry_cache_misses_total", "Lookups that went to the registry.", ["kind"], registry=r
+            "noe_registry_cache_misses_total", "Lookup steps that went to the registry.", ["lookup"], registry=r
         )
         self.cache_coalesced = Counter(
             "noe_registry_cache_coalesced_total",
             "Lookups that waited for an identical one in flight.",
-            ["kind"],
+            ["lookup"],
             registry=r,
+        )
+        # The Go Noe's two cache families, with its labels: every cache consultation, and its answer.
+        self.cache_requests = Counter(
+            "noe_registry_cache_requests_total", "Lookup steps that consulted the cache.", registry=r
+        )
+        self.cache_responses = Counter(
+            "noe_registry_cache_responses_total", "Cache answers: hit or miss.", ["cache"], registry=r
         )
         self.token_fetches = Counter(
             "noe_registry_token_fetches_total", "Bearer token requests.", ["registry", "outcome"], registry=r
         )
         self.admissions = Counter(
-            "noe_admissions_total", "Admission reviews answered.", ["namespace", "kind", "decision"], registry=r
+            "noe_admissions_total",
+            "Admission reviews answered.",
+            ["resource_namespace", "resource_kind", "decision"],
+            registry=r,
         )
         self.admission_duration = Histogram(
             "noe_admission_duration_seconds",
@@ -132,15 +190,34 @@ class Metrics:
             registry=r,
         )
 
+    def instrument_session(self, session: requests.Session) -> None:
+        """Time every answered request of *session* (the registry client's) into the duration histogram.
+
+        A response hook, so the registry code in ``noe_core`` stays free of Prometheus.
+        """
+
+        def observe(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+            host = urlsplit(response.url).netloc
+            method = response.request.method or "GET"
+            self.registry_request_duration.labels(self._registry_label(host), method).observe(
+                response.elapsed.total_seconds()
+            )
+
+        session.hooks["response"].append(observe)
+
     # --- RegistryObserver -------------------------------------------------
     def request(self, registry: str, method: str, status: int) -> None:
         self.registry_requests.labels(self._registry_label(registry), method, str(status)).inc()
 
     def cache_hit(self, kind: str) -> None:
         self.cache_hits.labels(kind).inc()
+        self.cache_requests.inc()
+        self.cache_responses.labels("hit").inc()
 
     def cache_miss(self, kind: str) -> None:
         self.cache_misses.labels(kind).inc()
+        self.cache_requests.inc()
+        self.cache_responses.labels("miss").inc()
 
     def coalesced(self, kind: str) -> None:
         self.cache_coalesced.labels(kind).inc()
@@ -161,7 +238,11 @@ class Metrics:
         self.admissions.labels(self._namespace_label(namespace), self._kind_label(kind), decision).inc()
         self.admission_duration.labels(decision).observe(seconds)
         if decision == "mutated":
-            self.injected.labels(self._namespace_label(namespace), self._kind_label(kind)).inc()
+            # noe always places through required node affinity: Go Noe's "affinity" selector.
+            self.injected.labels(self._namespace_label(namespace), "affinity").inc()
+
+    def pull_secrets_failed(self, namespace: str, count: int = 1) -> None:
+        self.pull_secret_failed.labels(self._namespace_label(namespace)).inc(count)
 
     def skipped(self, kind: str, operation: str) -> None:
         self.update_skip.labels(self._kind_label(kind), operation or "none").inc()

@@ -117,8 +117,10 @@ def build_app(config: ServeConfig, api: Any) -> Any:
     configure_logging(config.log_level)
     metrics = Metrics()
     static = StaticPlatforms.load(config.image_platforms) if config.image_platforms else None
+    session = make_session(config.registry)
+    metrics.instrument_session(session)
     resolver = Resolver(
-        make_session(config.registry),
+        session,
         settings=config.registry,
         keychain=config.node_keychain,
         observer=ObserverTee(metrics),

@@ -517,10 +517,12 @@ def test_metrics_endpoint(noe: NoeProcess) -> None:
             text = resp.text
     for name in ("noe_admissions_total", "noe_admission_duration_seconds_bucket", "noe_registry_requests_total",
                  "noe_hook_arch_selector_injected_total", "noe_registry_cache_hits_total",
-                 "noe_hook_update_skip_total", "noe_bad_requests_total", "noe_events_total"):
+                 "noe_hook_update_skip_total", "noe_bad_requests_total", "noe_events_total", "noe_build_info",
+                 "noe_registry_request_duration_seconds_bucket"):
         assert name in text, name
     # summed across the worker processes
-    assert 'noe_admissions_total{decision="mutated",kind="Pod",namespace="e2e-par"} 200.0' in text
+    assert ('noe_admissions_total{decision="mutated",resource_kind="Pod",resource_namespace="e2e-par"} 200.0'
+            in text)
     assert "/stuck/" not in text and "docker-single-arm64" not in text  # never labelled by image
 
 

@@ -224,10 +224,11 @@ def test_metrics_and_log_line(caplog: pytest.LogCaptureFixture) -> None:
         assert fields["decision"] == "mutated" and fields["images"] == ["arm:1"]
         assert {"duration_ms", "warnings", "cache_hits", "kind", "operation", "namespace"} <= set(fields)
         sample = metrics.registry.get_sample_value
-        assert sample("noe_admissions_total", {"namespace": "default", "kind": "Pod", "decision": "mutated"}) == 1
-        assert sample("noe_admissions_total", {"namespace": "default", "kind": "Pod", "decision": "denied"}) == 1
-        assert sample("noe_hook_update_skip_total", {"kind": "Pod", "operation": "UPDATE"}) == 1
-        assert sample("noe_hook_arch_selector_injected_total", {"namespace": "default", "kind": "Pod"}) == 1
+        admitted = {"resource_namespace": "default", "resource_kind": "Pod"}
+        assert sample("noe_admissions_total", {**admitted, "decision": "mutated"}) == 1
+        assert sample("noe_admissions_total", {**admitted, "decision": "denied"}) == 1
+        assert sample("noe_hook_update_skip_total", {"resource_kind": "Pod", "operation": "UPDATE"}) == 1
+        assert sample("noe_hook_arch_selector_injected_total", {"namespace": "default", "selector": "affinity"}) == 1
         assert sample("noe_bad_requests_total", {"reason": "not_json"}) == 1
         assert sample("noe_admission_duration_seconds_count", {"decision": "mutated"}) == 1
     finally:

@@ -6,6 +6,8 @@
          /apis/batch/v1/[namespaces/NS/]jobs  → the objects put with ``add_objects``, paginated
          with ``limit`` and an opaque ``continue`` token as the API server does (items
          without ``kind``; ``expire_continue`` answers the next continued page 410 Expired)
+    POST /api/v1/namespaces/NS/pods?dryRun=All → 201, the pod as admitted by ``admit`` (the mutating
+                                                 webhook: AdmissionReview in, AdmissionReview out, patch applied)
 
 It checks authentication the way the API server would (a bearer token from
 ``tokens``, or a client certificate signed by ``client_ca``), records every
@@ -21,7 +23,8 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import jsonpatch
 import yaml
 
 from tests.support.certs import CA, CertPair
@@ -53,6 +57,8 @@ class FakeKubeState:
     expire_continue: bool = False
     delay: float = 0.0
     fail_with: int = 0
+    # The mutating webhook dry-run pods go through: AdmissionReview -> AdmissionReview.
+    admit: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -155,6 +161,10 @@ class _Handler(BaseHTTPRequestHandler):
                 state.events.append(body)
             self._send(201, body)
             return
+        if (method == "POST" and len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "pods"
+                and "dryRun=All" in self.path and isinstance(body, dict)):
+            self._send(*self._admit_pod(parts[3], body, state))
+            return
         self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
 
     def _list(self, resource: str, namespace: str | None) -> None:
@@ -178,6 +188,24 @@ class _Handler(BaseHTTPRequestHandler):
         body_items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in page]
         self._send(200, {"kind": _LIST_KINDS[resource], "apiVersion": "v1", "metadata": metadata,
                          "items": body_items})
+
+    def _admit_pod(self, namespace: str, pod: dict[str, Any], state: FakeKubeState) -> tuple[int, dict[str, Any]]:
+        """What the API server does for a dry-run create: call the mutating webhook, apply its patch."""
+        obj = json.loads(json.dumps(pod))
+        obj.setdefault("metadata", {})["namespace"] = namespace
+        if state.admit is None:
+            return 201, obj
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": namespace,
+            "operation": "CREATE", "object": obj, "dryRun": True, "userInfo": {"username": self._who()}}}
+        response = state.admit(review)["response"]
+        if not response.get("allowed"):
+            message = (response.get("status") or {}).get("message", "denied")
+            return 400, _status(400, "BadRequest", f"admission webhook denied the request: {message}")
+        if response.get("patch"):
+            obj = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(response["patch"])))
+        return 201, obj
 
     def do_GET(self) -> None:
         self._handle("GET")

@@ -6,6 +6,7 @@
     chromium          (Debian ``chromium``: opens ``noe report --html`` pages headless)
     buildah           (Debian ``buildah``: builds the Dockerfile without a daemon, tests/test_image.py)
     debootstrap       (Debian ``debootstrap``: the local Debian base that image is built on)
+    promtool          (Debian ``prometheus``: checks and unit-tests the chart's alerts and dashboard queries)
 
 Does nothing, quickly, when all are on PATH. Otherwise runs ``apt-get update`` and
 ``apt-get install -y --no-install-recommends`` for the missing packages; exits 1 with a
@@ -30,6 +31,7 @@ PROGRAMS = {
     "chromium": "chromium",
     "buildah": "buildah",
     "debootstrap": "debootstrap",
+    "promtool": "prometheus",
 }
 
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/usr/sbin"])
@@ -50,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     del argv
     missing = missing_packages()
     if not missing:
-        print(f"system_deps: {', '.join(PROGRAMS)} are installed; nothing to do")
+        print(f"system_deps: {', '.join(sorted(PROGRAMS))} are installed; nothing to do")
         return 0
     print(f"system_deps: missing Debian packages: {' '.join(missing)}")
     apt = shutil.which("apt-get", path=_SEARCH_PATH)

@@ -37,7 +37,8 @@ app.kubernetes.io/part-of: noe
 {{/*
 Standard metadata of one object: name, namespace (when namespaced), the common
 labels plus the object's own `labels`/`annotations` value.
-Call with (dict "ctx" $ "name" NAME "component" COMPONENT "key" VALUES-KEY "namespaced" BOOL "annotations" EXTRA).
+Call with (dict "ctx" $ "name" NAME "component" COMPONENT "key" VALUES-KEY "namespaced" BOOL "annotations" EXTRA
+"labels" EXTRA).
 */}}
 {{- define "noe.metadata" -}}
 {{- $ctx := .ctx -}}
@@ -49,6 +50,9 @@ namespace: {{ $ctx.Release.Namespace }}
 labels:
   {{- include "noe.labels" $ctx | nindent 2 }}
   app.kubernetes.io/component: {{ .component }}
+  {{- with .labels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
   {{- with $own.labels }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -80,8 +84,82 @@ annotations:
 {{- end -}}
 {{- end -}}
 
+{{/* The webhook's ServiceAccount: created by the chart, or an existing one (serviceAccount.create=false). */}}
+{{- define "noe.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "noe.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: the existing ServiceAccount to use when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Replicas and disruption budget, validated together: a budget that would block
+every voluntary eviction (every node drain) fails the rendering.
+Returns YAML: replicas, pdb (bool), minAvailable / maxUnavailable (one), spread (bool), whenUnsatisfiable.
+*/}}
+{{- define "noe.rollout" -}}
+{{- $v := .Values -}}
+{{- $replicas := int $v.replicas -}}
+{{- $pdb := $v.podDisruptionBudget.enabled -}}
+{{- $min := $v.podDisruptionBudget.minAvailable -}}
+{{- $max := $v.podDisruptionBudget.maxUnavailable -}}
+{{- $spread := $v.topologySpread.enabled -}}
+{{- $when := $v.topologySpread.whenUnsatisfiable -}}
+{{- if $v.ha.enabled -}}
+{{- $replicas = max $replicas (int $v.ha.replicas) 2 -}}
+{{- $pdb = true -}}
+{{- $min = $v.ha.minAvailable -}}
+{{- $max = "" -}}
+{{- $spread = true -}}
+{{- $when = $v.ha.whenUnsatisfiable -}}
+{{- end -}}
+{{- $out := dict "replicas" $replicas "pdb" $pdb "spread" $spread "whenUnsatisfiable" $when -}}
+{{- if $pdb -}}
+{{- $hasMin := not (or (kindIs "invalid" $min) (eq (toString $min) "")) -}}
+{{- $hasMax := not (or (kindIs "invalid" $max) (eq (toString $max) "")) -}}
+{{- if eq $hasMin $hasMax -}}
+{{- fail "podDisruptionBudget: set exactly one of minAvailable and maxUnavailable" -}}
+{{- end -}}
+{{- if $hasMin -}}
+{{- $blocks := false -}}
+{{- if hasSuffix "%" (toString $min) -}}
+{{- $blocks = ge (int (trimSuffix "%" (toString $min))) 100 -}}
+{{- else -}}
+{{- $blocks = ge (int $min) $replicas -}}
+{{- end -}}
+{{- if $blocks -}}
+{{- if le $replicas 1 -}}
+{{- fail (printf "podDisruptionBudget: minAvailable %v with %d replica blocks every node drain; set replicas to 2 or more, or podDisruptionBudget.enabled=false" $min $replicas) -}}
+{{- end -}}
+{{- fail (printf "podDisruptionBudget: minAvailable %v with %d replicas blocks every node drain; use at most %d (or a percentage below 100%%)" $min $replicas (sub $replicas 1)) -}}
+{{- end -}}
+{{- $_ := set $out "minAvailable" (ternary (toString $min) (int $min) (hasSuffix "%" (toString $min))) -}}
+{{- else -}}
+{{- if eq (trimSuffix "%" (toString $max)) "0" -}}
+{{- fail (printf "podDisruptionBudget: maxUnavailable %v blocks every node drain; allow at least 1" $max) -}}
+{{- end -}}
+{{- $_ := set $out "maxUnavailable" (ternary (toString $max) (int $max) (hasSuffix "%" (toString $max))) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* Shutdown timing: in-flight admissions finish before the kubelet's SIGKILL. */}}
+{{- define "noe.checkShutdown" -}}
+{{- $v := .Values -}}
+{{- if le (float64 $v.gracefulTimeout) (float64 $v.timeoutSeconds) -}}
+{{- fail (printf "gracefulTimeout %v must exceed timeoutSeconds %v: an admission the API server still waits for would be cut" $v.gracefulTimeout $v.timeoutSeconds) -}}
+{{- end -}}
+{{- if le (float64 $v.terminationGracePeriodSeconds) (addf $v.preStopSleepSeconds $v.gracefulTimeout) -}}
+{{- fail (printf "terminationGracePeriodSeconds %v must exceed preStopSleepSeconds + gracefulTimeout (%v): the kubelet would kill admissions in flight" $v.terminationGracePeriodSeconds (addf $v.preStopSleepSeconds $v.gracefulTimeout)) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "noe.serviceName" -}}{{ include "noe.fullname" . }}{{- end -}}
 {{- define "noe.tlsSecretName" -}}{{ include "noe.fullname" . }}-tls{{- end -}}
+{{/* The webhook's own name in the configuration (the API server's metrics label it so). Noe's name. */}}
+{{- define "noe.webhookEntryName" -}}arch.noe.adevinta.com{{- end -}}
 {{- define "noe.webhookName" -}}{{ include "noe.fullname" . }}{{- end -}}
 {{- define "noe.certsName" -}}{{ include "noe.fullname" . | trunc 57 | trimSuffix "-" }}-certs{{- end -}}
 
@@ -99,6 +177,7 @@ credential-provider config and binary directories.
 */}}
 {{- define "noe.hostDirs" -}}
 {{- $dirs := list -}}
+{{- if .Values.nodeCredentials.enabled -}}
 {{- range .Values.dockerConfigPathCandidates -}}
 {{- $dirs = append $dirs (include "noe.parentDir" .) -}}
 {{- end -}}
@@ -113,6 +192,7 @@ credential-provider config and binary directories.
 {{- if and .config .binDir -}}
 {{- $dirs = append $dirs (trimSuffix "/" (default (include "noe.parentDir" .config) .configDir)) -}}
 {{- $dirs = append $dirs (trimSuffix "/" .binDir) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml (dict "dirs" ($dirs | uniq)) -}}
@@ -146,7 +226,12 @@ credential-provider config and binary directories.
 {{- $args := list "serve" -}}
 {{- $args = append $args (printf "--bind=0.0.0.0:%v" $v.containerPort) -}}
 {{- $args = append $args "--cert-dir=/etc/noe/tls" -}}
+{{- if $v.metrics.enabled -}}
 {{- $args = append $args (printf "--metrics-addr=:%v" $v.service.metricsPort) -}}
+{{- else -}}
+{{- $args = append $args "--metrics-addr=0" -}}
+{{- end -}}
+{{- $args = append $args (printf "--graceful-timeout=%v" $v.gracefulTimeout) -}}
 {{- $args = append $args "--state-dir=/var/run/noe/state" -}}
 {{- $args = append $args (printf "--workers=%v" $v.workers) -}}
 {{- $args = append $args (printf "--threads=%v" $v.threads) -}}
@@ -187,6 +272,10 @@ credential-provider config and binary directories.
 {{- if $v.registryCA -}}
 {{- $args = append $args "--registry-ca-file=/etc/noe/config/registry-ca.crt" -}}
 {{- end -}}
+{{- if and (or $v.kubeletConfig.config $v.kubeletConfig.binDir) (not (and $v.kubeletConfig.config $v.kubeletConfig.binDir)) -}}
+{{- fail "kubeletConfig: set both config and binDir (and configDir when config is a bare file name)" -}}
+{{- end -}}
+{{- if $v.nodeCredentials.enabled -}}
 {{- range $v.dockerConfigPathCandidates -}}
 {{- $args = append $args (printf "--docker-config=%s" .) -}}
 {{- end -}}
@@ -200,8 +289,7 @@ credential-provider config and binary directories.
 {{- if and $v.kubeletConfig.config $v.kubeletConfig.binDir -}}
 {{- $args = append $args (printf "--image-credential-provider-config=%s" (include "noe.credentialProviderConfig" .)) -}}
 {{- $args = append $args (printf "--image-credential-provider-bin-dir=%s" $v.kubeletConfig.binDir) -}}
-{{- else if or $v.kubeletConfig.config $v.kubeletConfig.binDir -}}
-{{- fail "kubeletConfig: set both config and binDir (and configDir when config is a bare file name)" -}}
+{{- end -}}
 {{- end -}}
 {{- if not (kindIs "invalid" $v.cacheTTL) -}}{{- if ne (toString $v.cacheTTL) "" -}}
 {{- $args = append $args (printf "--cache-ttl=%v" $v.cacheTTL) -}}
