@@ -99,19 +99,22 @@ class Edits:
         self.present = True
 
     def _emit(self, op: str, path: Path, value: Any) -> None:
-        self.ops.append({"op": op, "path": pointer(self.base, path), "value": _snapshot(value)})
+        self.ops.append({"op": op, "path": pointer(self.base, path), "value": copy_json(value)})
 
     def operations(self) -> list[Operation]:
         """The recorded operations, in order."""
         return list(self.ops)
 
 
-def _snapshot(value: Any) -> Any:
-    """A copy of a (small) value recorded in an operation, so later edits do not change it."""
-    if isinstance(value, dict):
-        return {key: _snapshot(item) for key, item in value.items()}
+def copy_json(value: Any) -> Any:
+    """A copy of a small decoded-JSON value, cheaper than ``copy.deepcopy``.
+
+    Operations record copies, so later edits of the working values do not change them.
+    """
     if isinstance(value, list):
-        return [_snapshot(item) for item in value]
+        return [copy_json(item) for item in value]
+    if isinstance(value, dict) or (not isinstance(value, str | int | float) and isinstance(value, Mapping)):
+        return {key: copy_json(item) for key, item in value.items()}
     return value
 
 
@@ -130,7 +133,7 @@ def apply_patch(document: Mapping[str, Any], patch: Sequence[Mapping[str, Any]])
     applied to a copy of the operations.
     """
     try:
-        result = jsonpatch.apply_patch(document, [_snapshot(dict(op)) for op in patch], in_place=False)
+        result = jsonpatch.apply_patch(document, [copy_json(dict(op)) for op in patch], in_place=False)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         raise InvalidObject(f"patch does not apply: {exc}") from exc
     return cast(dict[str, Any], result)

@@ -21,7 +21,7 @@ from typing import Any
 from noe_core.errors import InvalidObject
 from noe_core.fields import json_type
 from noe_core.lookup import ImagePlatforms, LookupFailure, Lookups
-from noe_core.patch import Edits, Operation, apply_patch, pointer
+from noe_core.patch import Edits, Operation, apply_patch, copy_json, pointer
 from noe_core.printable import printable
 from noe_core.scheduling import (
     ARCH_LABEL,
@@ -198,7 +198,7 @@ class _Placement:
 
     @classmethod
     def of(cls, workload: Workload, *, withdraw_previous: bool = True) -> _Placement:
-        spec = {key: _copy(workload.spec[key]) for key in PLACEMENT_FIELDS if key in workload.spec}
+        spec = {key: copy_json(workload.spec[key]) for key in PLACEMENT_FIELDS if key in workload.spec}
         record = workload.placement_record if withdraw_previous else None
         if record is not None:
             withdraw(spec, record)
@@ -206,7 +206,7 @@ class _Placement:
         raw_meta = template.get("metadata")
         meta: dict[str, Any] = {}
         if isinstance(raw_meta, Mapping) and "annotations" in raw_meta:
-            meta["annotations"] = _copy(raw_meta["annotations"])
+            meta["annotations"] = copy_json(raw_meta["annotations"])
         meta_state: bool | None = "metadata" in template and (None if raw_meta is None else True)
         if record is not None:
             annotations = meta["annotations"]
@@ -246,15 +246,6 @@ class _Placement:
         else:
             ops.append({"op": "remove", "path": f"{meta_pointer}/annotations"})
         return tuple(ops)
-
-
-def _copy(value: Any) -> Any:
-    """A copy of a small decoded-JSON value (placement fields), cheaper than ``copy.deepcopy``."""
-    if isinstance(value, Mapping):
-        return {key: _copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy(item) for item in value]
-    return value
 
 
 def _field_operations(
