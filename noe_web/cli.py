@@ -1,4 +1,4 @@
-"""The ``noe`` console script: ``mutate`` and ``inspect`` from noe_core, ``serve`` and ``certs`` from here.
+"""The ``noe`` console script: ``mutate`` and ``inspect`` from noe_core; ``serve``, ``controller``, ``certs`` here.
 
 The web subcommands import Flask, gunicorn and cryptography only when they
 run, so ``noe mutate`` and ``noe inspect`` stay fast and work without the
@@ -36,6 +36,7 @@ def _missing_extra(missing: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``noe`` parser; the Helm chart's arguments are tested against it."""
+    from noe_web.controller.command import add_controller_parser  # noqa: PLC0415
     from noe_web.serve import add_serve_parser  # noqa: PLC0415
 
     add_certs: SubcommandAdder
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         if exc.name not in WEB_EXTRA_MODULES:
             raise
         add_certs = _needs_web_extra("certs", exc.name)
-    return build_core_parser(extra=(add_serve_parser, add_certs))
+    return build_core_parser(extra=(add_serve_parser, add_controller_parser, add_certs))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
