@@ -63,6 +63,7 @@ class ClusterState(FakeKubeState):
     logs: dict[tuple[str, str, str, bool], str] = field(default_factory=dict)
     evicted: list[tuple[str, str]] = field(default_factory=list)
     bookmark_interval: float = 0.5
+    watches_held: bool = False
     changed: threading.Condition = field(init=False)
 
     def __post_init__(self) -> None:
@@ -221,6 +222,8 @@ class ClusterHandler(_Handler):
         self.end_headers()
         try:
             with state.lock:
+                while state.watches_held and not state.stopping:
+                    state.changed.wait(0.1)  # an API server that is not answering watches (yet)
                 generation = state.watch_generation
                 if since < state.compacted:
                     gone = _status(410, "Expired", f"too old resource version: {since} ({state.compacted})")
@@ -390,6 +393,20 @@ class FakeCluster:
             self.state.history.clear()
             self.state.watch_generation += 1
             self.state.changed.notify_all()
+
+    @contextmanager
+    def watches_held(self) -> Iterator[None]:
+        """End open watches and hold new ones until the block ends (the client misses what happens in it)."""
+        with self.state.lock:
+            self.state.watches_held = True
+            self.state.watch_generation += 1
+            self.state.changed.notify_all()
+        try:
+            yield
+        finally:
+            with self.state.lock:
+                self.state.watches_held = False
+                self.state.changed.notify_all()
 
     def set_log(self, namespace: str, pod: str, container: str, text: str, *, previous: bool = True) -> None:
         with self.state.lock:

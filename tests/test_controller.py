@@ -1,0 +1,266 @@
+"""``noe controller`` against the HTTPS stand-in cluster (tests/support/fake_cluster.py) and the real registry.
+
+Each test starts its own controller (the command's own ``start``, from parsed
+flags, through a kubeconfig) with short leases, and asserts what a cluster
+user would see: which pods were evicted, which Events were written, that no
+pod was ever deleted directly.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from noe_web.cli import build_parser
+from noe_web.controller.command import ControllerConfig, Running, start
+from noe_web.kube import discover
+from tests.support.certs import CA, make_ca
+from tests.support.fake_cluster import FakeCluster, k8s_node, owned_by, ready, start_fake_cluster
+from tests.support.images import PushedImage
+
+pytestmark = [pytest.mark.registry]
+
+TOKEN = "controller-" + uuid.uuid4().hex
+FAST = ["--lease-duration", "2s", "--renew-deadline", "1.5s", "--retry-period", "0.2s"]
+
+
+@pytest.fixture(scope="module")
+def kube_ca(tmp_path_factory: pytest.TempPathFactory) -> CA:
+    return make_ca("controller kube CA", tmp_path_factory.mktemp("controller-ca"))
+
+
+@pytest.fixture
+def cluster(kube_ca: CA) -> Iterator[FakeCluster]:
+    with start_fake_cluster(kube_ca, tokens=(TOKEN,)) as c:
+        c.state.bookmark_interval = 0.3
+        c.add("nodes", k8s_node("n-arm64", "arm64"))
+        c.add("nodes", k8s_node("n-amd64", "amd64"))
+        yield c
+
+
+@pytest.fixture
+def run_controller(cluster: FakeCluster, tmp_path: Path) -> Iterator[Callable[..., Running]]:
+    started: list[Running] = []
+
+    def run(*args: str) -> Running:
+        kubeconfig = cluster.api.write_kubeconfig(tmp_path / f"kubeconfig-{len(started)}", token=TOKEN)
+        ns = build_parser().parse_args([
+            "controller", "--kubeconfig", str(kubeconfig), "--metrics-addr", "127.0.0.1:0",
+            "--leader-election-namespace", "noe", "--insecure-registries", "127.0.0.1:*",
+            "--negative-cache-ttl", "0", *FAST, *args])
+        config = ControllerConfig.from_args(ns)
+        running = start(config, discover(config.kubeconfig))
+        started.append(running)
+        return running
+
+    yield run
+    for running in started:
+        running.stop()
+
+
+def a_pod(name: str, images: list[str], *, namespace: str = "apps", node: str | None = "n-arm64",
+          owner: tuple[str, str] | None = ("ReplicaSet", "web-5d8f"), is_ready: bool = False,
+          labels: dict[str, str] | None = None, statuses: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {"app": name}}
+    if owner is not None:
+        meta["ownerReferences"] = owned_by(*owner)
+    spec: dict[str, Any] = {"containers": [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]}
+    if node:
+        spec["nodeName"] = node
+    status = ready(is_ready)
+    if statuses is not None:
+        status["containerStatuses"] = statuses
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def settle(cluster: FakeCluster, running: Running, seconds: float = 1.0) -> None:
+    """Wait until the controller has synced, led, and gone idle for a while."""
+    assert cluster.wait(running.controller.ready, 15), "caches never synced"
+    assert cluster.wait(lambda: running.elector is None or running.elector.is_leader(), 15), "never became leader"
+    end = time.monotonic() + 20
+    quiet_since = time.monotonic()
+    while time.monotonic() < end:
+        if not running.controller.idle.is_set() or len(running.controller.queue):
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= seconds:
+            return
+        time.sleep(0.05)
+
+
+def no_direct_delete(cluster: FakeCluster) -> None:
+    assert not [w for w in cluster.writes() if w[0] == "DELETE"]
+
+
+# ----------------------------------------------------------------------------- misplaced pods
+
+
+def test_owned_not_ready_pod_on_wrong_arch_is_evicted_exactly_once(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    amd64_only = pushed_images["oci-single-amd64"].reference
+    cluster.add("pods", a_pod("web-5d8f-a", [amd64_only]))
+    running = run_controller()
+    assert cluster.wait(lambda: cluster.state.evicted, 15) == [("apps", "web-5d8f-a")]
+    # its replacement lands on arm64 again: same owner, same image digest, same architecture → not evicted
+    cluster.add("pods", a_pod("web-5d8f-b", [amd64_only]))
+    settle(cluster, running)
+    assert cluster.state.evicted == [("apps", "web-5d8f-a")]
+    assert cluster.get("pods", "apps", "web-5d8f-b") is not None
+    events = cluster.events("IncompatibleNode")
+    assert [e["involvedObject"]["name"] for e in events] == ["web-5d8f-a"]
+    assert "evicted through the Eviction API" in events[0]["message"] and "arm64" in events[0]["message"]
+    no_direct_delete(cluster)
+
+
+def test_ready_bare_and_daemonset_pods_are_not_evicted(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    amd64_only = pushed_images["oci-single-amd64"].reference
+    multi = pushed_images["docker-manifest-list"].reference
+    cluster.add("pods", a_pod("running", [amd64_only], is_ready=True))
+    cluster.add("pods", a_pod("bare", [amd64_only], owner=None))
+    cluster.add("pods", a_pod("agent-x", [amd64_only], owner=("DaemonSet", "agent")))
+    cluster.add("pods", a_pod("fine", [multi]))
+    cluster.add("pods", a_pod("right-node", [amd64_only], node="n-amd64"))
+    running = run_controller()
+    assert cluster.wait(lambda: len(cluster.events("IncompatibleNode")) >= 2, 15)
+    settle(cluster, running)
+    assert cluster.state.evicted == []
+    assert sorted(e["involvedObject"]["name"] for e in cluster.events("IncompatibleNode")) == ["agent-x", "bare"]
+    messages = {e["involvedObject"]["name"]: e["message"] for e in cluster.events("IncompatibleNode")}
+    assert "left alone: a bare pod" in messages["bare"]
+    assert "left alone: a DaemonSet's pod" in messages["agent-x"]
+    assert [w for w in cluster.writes() if "/events" not in w[1] and "/leases" not in w[1]] == []
+    metrics = requests.get(f"http://127.0.0.1:{running.health.port}/metrics", timeout=5).text
+    assert 'noe_controller_misplaced_pods_total{action="left_ready"} 1.0' in metrics
+    assert 'noe_controller_misplaced_pods_total{action="event_only"} 2.0' in metrics
+
+
+def test_a_budget_429_is_retried_and_nothing_is_deleted(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    budget = cluster.add_budget("apps", {"app": "db"}, disruptions_allowed=0)
+    cluster.add("pods", a_pod("db-0", [pushed_images["oci-single-amd64"].reference], labels={"app": "db"},
+                              owner=("StatefulSet", "db")))
+    run_controller()
+    evictions = lambda: [w for w in cluster.writes() if w[1].endswith("/eviction")]  # noqa: E731
+    assert cluster.wait(lambda: len(evictions()) >= 2, 15), "the refused eviction was not retried"
+    assert cluster.get("pods", "apps", "db-0") is not None and cluster.state.evicted == []
+    refused = cluster.events("IncompatibleNode")
+    assert len(refused) == 1 and "refused by a disruption budget" in refused[0]["message"]
+    cluster.set_budget(budget, 1)
+    assert cluster.wait(lambda: cluster.state.evicted, 15) == [("apps", "db-0")]
+    no_direct_delete(cluster)
+
+
+# ----------------------------------------------------------------------------- exec format error
+
+
+def _status(name: str, image: str, *, state: dict[str, Any], last: dict[str, Any] | None = None,
+            restarts: int = 3) -> dict[str, Any]:
+    return {"name": name, "image": image, "imageID": f"{image}@sha256:{'ab' * 32}", "restartCount": restarts,
+            "ready": False, "state": state, "lastState": last or {}}
+
+
+def test_exec_format_error_in_a_status_message_and_in_a_previous_log(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    multi = pushed_images["docker-manifest-list"].reference  # offers arm64: not misplaced by its metadata
+    in_status = a_pod("status-pod", [multi], statuses=[_status(
+        "c0", multi, state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+        last={"terminated": {"reason": "Error", "exitCode": 1,
+                             "message": "exec /usr/bin/app: exec format error"}})])
+    in_log = a_pod("log-pod", [multi], owner=("ReplicaSet", "logs-1"), statuses=[_status(
+        "c0", multi, state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting"}},
+        last={"terminated": {"reason": "Error", "exitCode": 1}})])
+    healthy_crash = a_pod("other-crash", [multi], owner=None, statuses=[_status(
+        "c0", multi, state={"waiting": {"reason": "CrashLoopBackOff"}}, last={"terminated": {"exitCode": 2}})])
+    cluster.add("pods", in_status)
+    cluster.add("pods", in_log)
+    cluster.add("pods", healthy_crash)
+    cluster.set_log("apps", "log-pod", "c0", "starting\n" * 50 + "exec /app/server: Exec format error\n")
+    cluster.set_log("apps", "other-crash", "c0", "panic: config missing\n")
+    running = run_controller()
+    assert cluster.wait(lambda: len(cluster.events("ExecFormatError")) >= 2, 15)
+    assert cluster.wait(lambda: len(cluster.state.evicted) >= 2, 15)
+    settle(cluster, running)
+    events = {e["involvedObject"]["name"]: e["message"] for e in cluster.events("ExecFormatError")}
+    assert sorted(events) == ["log-pod", "status-pod"]
+    for message in events.values():
+        assert "container c0" in message and multi in message and "arm64" in message
+    assert sorted(cluster.state.evicted) == [("apps", "log-pod"), ("apps", "status-pod")]
+    logs = [r.path for r in cluster.api.requests_snapshot() if "/log?" in r.path]
+    assert logs and all("previous=true" in p and "limitBytes=" in p and "tailLines=" in p for p in logs)
+    metrics = requests.get(f"http://127.0.0.1:{running.health.port}/metrics", timeout=5).text
+    assert 'noe_controller_exec_format_errors_total{source="status"} 1.0' in metrics
+    assert 'noe_controller_exec_format_errors_total{source="previous_log"} 1.0' in metrics
+    no_direct_delete(cluster)
+
+
+# ----------------------------------------------------------------------------- watch
+
+
+def test_after_410_gone_it_relists_and_acts_on_a_pod_created_afterwards(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    running = run_controller()
+    settle(cluster, running, 0.5)
+    lists_before = sum(1 for r in cluster.api.requests_snapshot()
+                       if r.path.startswith("/api/v1/pods?") and "watch=1" not in r.path)
+    amd64_only = pushed_images["oci-single-amd64"].reference
+    with cluster.watches_held():  # the controller misses this pod, and the history it was in is compacted
+        cluster.add("pods", a_pod("missed-1", [amd64_only]))
+        cluster.compact()
+    assert cluster.wait(lambda: cluster.state.evicted, 15) == [("apps", "missed-1")]
+    cluster.add("pods", a_pod("late-1", [amd64_only], owner=("ReplicaSet", "late")))
+    assert cluster.wait(lambda: len(cluster.state.evicted) == 2, 15)
+    assert cluster.state.evicted == [("apps", "missed-1"), ("apps", "late-1")]
+    lists_after = sum(1 for r in cluster.api.requests_snapshot()
+                      if r.path.startswith("/api/v1/pods?") and "watch=1" not in r.path)
+    assert lists_after > lists_before
+    metrics = requests.get(f"http://127.0.0.1:{running.health.port}/metrics", timeout=5).text
+    assert 'noe_controller_watch_restarts_total{reason="gone",resource="pods"} 1.0' in metrics
+
+
+def test_list_is_paginated_and_an_unchanged_cluster_costs_nothing_but_the_watch(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    multi = pushed_images["docker-manifest-list"].reference
+    for index in range(1200):
+        cluster.add("pods", a_pod(f"p-{index:04d}", [multi], node="n-amd64", is_ready=True))
+    running = run_controller()
+    settle(cluster, running)
+    pages = [r.path for r in cluster.api.requests_snapshot() if r.path.startswith("/api/v1/pods?")
+             and "watch=1" not in r.path]
+    assert len(pages) == 3 and all("limit=500" in p for p in pages) and sum("continue=" in p for p in pages) == 2
+    assert running.controller.pods.__len__() == 1200
+    mark = len(cluster.api.requests_snapshot())
+    running.controller.started_leading()  # examine every pod again: a full reconcile of an unchanged cluster
+    settle(cluster, running)
+    extra = [r for r in cluster.api.requests_snapshot()[mark:] if "watch=1" not in r.path and "/leases" not in r.path]
+    assert extra == []
+
+
+# ----------------------------------------------------------------------------- dry run
+
+
+def test_dry_run_writes_events_and_nothing_else(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    amd64_only = pushed_images["oci-single-amd64"].reference
+    cluster.add("pods", a_pod("dry-1", [amd64_only]))
+    cluster.add("pods", a_pod("dry-bare", [amd64_only], owner=None))
+    running = run_controller("--dry-run", "--no-leader-elect")
+    assert cluster.wait(lambda: len(cluster.events("IncompatibleNode")) >= 2, 15)
+    settle(cluster, running)
+    assert cluster.state.evicted == []
+    assert {method for method, path in cluster.writes() if not path.endswith("/events")} == set()
+    messages = sorted(e["message"] for e in cluster.events("IncompatibleNode"))
+    assert all(m.startswith("(dry run)") for m in messages)
+    assert any("would evict" in m for m in messages)
