@@ -17,12 +17,17 @@ from typing import Any
 import pytest
 import requests
 
+from noe_core.gate import SCHEDULING_GATE
+from noe_core.testing import admission_review, node, pod, schedulable
 from noe_web.cli import build_parser
 from noe_web.controller.command import ControllerConfig, Running, start
 from noe_web.kube import discover
 from tests.support.certs import CA, make_ca
-from tests.support.fake_cluster import FakeCluster, k8s_node, owned_by, ready, start_fake_cluster
+from tests.support.fake_cluster import FakeCluster, owned_by, ready, start_fake_cluster
 from tests.support.images import PushedImage
+from tests.support.registry_server import RegistryServer
+from tests.support.relay import start_relay
+from tests.test_serve_e2e import apply, post_review, start_noe
 
 pytestmark = [pytest.mark.registry]
 
@@ -39,8 +44,8 @@ def kube_ca(tmp_path_factory: pytest.TempPathFactory) -> CA:
 def cluster(kube_ca: CA) -> Iterator[FakeCluster]:
     with start_fake_cluster(kube_ca, tokens=(TOKEN,)) as c:
         c.state.bookmark_interval = 0.3
-        c.add("nodes", k8s_node("n-arm64", "arm64"))
-        c.add("nodes", k8s_node("n-amd64", "amd64"))
+        c.add("nodes", node("n-arm64", "arm64"))
+        c.add("nodes", node("n-amd64", "amd64"))
         yield c
 
 
@@ -264,3 +269,115 @@ def test_dry_run_writes_events_and_nothing_else(
     messages = sorted(e["message"] for e in cluster.events("IncompatibleNode"))
     assert all(m.startswith("(dry run)") for m in messages)
     assert any("would evict" in m for m in messages)
+
+
+# ----------------------------------------------------------------------------- gated pods
+
+GRID = [node(f"n-{arch}-{zone}", arch, labels={"topology.kubernetes.io/zone": zone})
+        for arch in ("amd64", "arm64", "ppc64le", "s390x") for zone in ("a", "b")]
+ZONE_A = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]}}}
+
+
+def allowed_nodes(obj: dict[str, Any]) -> set[str]:
+    return {n["metadata"]["name"] for n in GRID if schedulable(obj, n)}
+
+
+def gated_pod(name: str, images: list[str], **kw: Any) -> dict[str, Any]:
+    obj = a_pod(name, images, node=None, **kw)
+    obj["spec"]["schedulingGates"] = [{"name": SCHEDULING_GATE}]
+    obj["status"] = {"phase": "Pending"}
+    return obj
+
+
+def test_serve_gates_when_the_registry_hangs_and_the_controller_places_the_pod_as_the_webhook_would(  # noqa: PLR0917
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage],
+    registry: RegistryServer, kube_ca: CA, tmp_path: Path,
+) -> None:
+    serving = kube_ca.issue(["127.0.0.1", "localhost"], name="gate-serving")
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "tls.crt").write_bytes(serving.cert_file.read_bytes())
+    (certs / "tls.key").write_bytes(serving.key_file.read_bytes())
+    kubeconfig = cluster.api.write_kubeconfig(tmp_path / "serve-kubeconfig", token=TOKEN)
+    with start_relay(registry.host) as relay:
+        images = [f"{relay.host}/{pushed_images[shape].repository}:v1"
+                  for shape in ("docker-manifest-list", "oci-index-attestations")]
+        noe = start_noe(tmp_path, [
+            "--cert-dir", str(certs), "--kubeconfig", str(kubeconfig), "--on-lookup-failure", "gate",
+            "--admission-deadline", "1.5", "--insecure-registries", "127.0.0.1:*", "--negative-cache-ttl", "0",
+            "--workers", "1", "--state-dir", str(tmp_path / "state")], kube_ca.ca_file)
+        try:
+            obj = pod(images, name="gated-web", namespace="apps", affinity=ZONE_A)
+            review = admission_review(obj, uid=str(uuid.uuid4()))
+            started = time.monotonic()
+            with noe.session() as http:
+                response = post_review(http, noe, review)
+            assert time.monotonic() - started < 1.5 + 1.5, "the webhook did not answer within its deadline"
+            gated = apply(review, response)
+            assert gated["spec"]["schedulingGates"] == [{"name": SCHEDULING_GATE}]
+            assert allowed_nodes(gated) == allowed_nodes(obj)  # no placement yet
+            created = cluster.add("pods", {**gated, "status": {"phase": "Pending"}})
+            running = run_controller("--lookup-timeout", "1", "--gate-timeout", "5m")
+            time.sleep(2.5)  # a few attempts against the hanging registry: the gate stays
+            still = cluster.get("pods", "apps", "gated-web")
+            assert still is not None and still["spec"].get("schedulingGates") == [{"name": SCHEDULING_GATE}]
+            relay.open()
+            placed = cluster.wait(lambda: (p := cluster.get("pods", "apps", "gated-web")) and
+                                  not p["spec"].get("schedulingGates") and p, 30)
+            assert placed, "the controller did not finish the gated pod once the registry answered"
+            # the webhook's synchronous answer for the same pod, now that the registry answers
+            review2 = admission_review(obj, uid=str(uuid.uuid4()))
+            with noe.session() as http:
+                synchronous = apply(review2, post_review(http, noe, review2))
+        finally:
+            noe.stop()
+    assert "schedulingGates" not in synchronous["spec"]
+    assert allowed_nodes(placed) == allowed_nodes(synchronous)
+    assert allowed_nodes(placed) < allowed_nodes(obj)
+    assert all(n.endswith("-a") for n in allowed_nodes(placed))  # the user's own term still holds
+    placed_events = cluster.events("ArchitecturePlaced")
+    assert len(placed_events) == 1 and placed_events[0]["type"] == "Normal"
+    patches = [r.body for r in cluster.api.requests_snapshot() if r.method == "PATCH"]
+    assert len(patches) == 1 and patches[0][0] == {
+        "op": "test", "path": "/metadata/resourceVersion", "value": created["metadata"]["resourceVersion"]}
+    assert patches[0][-1] == {"op": "remove", "path": "/spec/schedulingGates"}
+    assert running.controller.examined >= 1
+
+
+def test_a_pod_that_changed_is_read_again_and_no_common_architecture_keeps_the_gate(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    arm, x86 = pushed_images["docker-single-arm64"].reference, pushed_images["oci-single-amd64"].reference
+    cluster.add("pods", gated_pod("nocommon", [arm, x86]))
+    cluster.change_before_next_patch(lambda p: p["metadata"]["labels"].update(team="payments"))
+    cluster.add("pods", gated_pod("busy", [arm], labels={"app": "busy"}))
+    running = run_controller()
+    assert cluster.wait(lambda: not cluster.get("pods", "apps", "busy")["spec"].get("schedulingGates"), 15)
+    assert cluster.wait(lambda: cluster.events("NoCommonArchitecture"), 15)
+    settle(cluster, running)
+    busy = cluster.get("pods", "apps", "busy")
+    assert busy["metadata"]["labels"] == {"app": "busy", "team": "payments"}  # the other writer's change kept
+    assert {n["metadata"]["labels"]["kubernetes.io/arch"] for n in GRID if schedulable(busy, n)} == {"arm64"}
+    patches = [r.body for r in cluster.api.requests_snapshot() if r.method == "PATCH" and r.path.endswith("/busy")]
+    assert len(patches) == 2 and patches[0][0]["op"] == "test" and patches[0][0] != patches[1][0]
+    nocommon = cluster.get("pods", "apps", "nocommon")
+    assert nocommon["spec"]["schedulingGates"] == [{"name": SCHEDULING_GATE}]
+    message = cluster.events("NoCommonArchitecture")[0]["message"]
+    assert "no CPU architecture is supported by every image" in message
+    assert not [r for r in cluster.api.requests_snapshot() if r.method == "PATCH" and r.path.endswith("/nocommon")]
+
+
+def test_lookups_failing_past_the_gate_timeout_release_the_pod_without_placement(
+    cluster: FakeCluster, run_controller: Callable[..., Running], registry: RegistryServer,
+    pushed_images: dict[str, PushedImage],
+) -> None:
+    with start_relay(registry.host) as relay:
+        image = f"{relay.host}/{pushed_images['docker-single-arm64'].repository}:v1"
+        cluster.add("pods", gated_pod("stuck", [image]))
+        run_controller("--lookup-timeout", "0.5", "--gate-timeout", "2s")
+        assert cluster.wait(lambda: not cluster.get("pods", "apps", "stuck")["spec"].get("schedulingGates"), 20)
+    stuck = cluster.get("pods", "apps", "stuck")
+    assert "affinity" not in stuck["spec"] and "nodeSelector" not in stuck["spec"]
+    events = cluster.events("InspectionTimedOut")
+    assert len(events) == 1 and events[0]["type"] == "Warning" and "timed out" in events[0]["message"]

@@ -64,6 +64,7 @@ class ClusterState(FakeKubeState):
     evicted: list[tuple[str, str]] = field(default_factory=list)
     bookmark_interval: float = 0.5
     watches_held: bool = False
+    before_patch: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
     changed: threading.Condition = field(init=False)
 
     def __post_init__(self) -> None:
@@ -147,7 +148,7 @@ class ClusterHandler(_Handler):
     def _query(self) -> dict[str, str]:
         return {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
 
-    def _route(self, method: str, parts: list[str], body: Any) -> None:  # noqa: C901, PLR0911, PLR0912
+    def _route(self, method: str, parts: list[str], body: Any) -> None:
         query = self._query()
         if parts[:2] == ["api", "v1"] and len(parts) == 3 and parts[2] in ("pods", "nodes") and method == "GET":
             if query.get("watch") in ("1", "true"):
@@ -276,6 +277,10 @@ class ClusterHandler(_Handler):
             if pod is None:
                 self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
                 return
+            if state.before_patch:  # another writer gets there first (a kubelet, a user's kubectl label)
+                concurrent = copy.deepcopy(pod)
+                state.before_patch.pop(0)(concurrent)
+                pod = state._write("pods", "MODIFIED", concurrent)
             try:
                 patched = jsonpatch.apply_patch(pod, body)
             except jsonpatch.JsonPatchTestFailed as exc:
@@ -394,6 +399,11 @@ class FakeCluster:
             self.state.watch_generation += 1
             self.state.changed.notify_all()
 
+    def change_before_next_patch(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """The next pod PATCH finds the pod changed by someone else just before it arrives."""
+        with self.state.lock:
+            self.state.before_patch.append(change)
+
     @contextmanager
     def watches_held(self) -> Iterator[None]:
         """End open watches and hold new ones until the block ends (the client misses what happens in it)."""
@@ -443,14 +453,6 @@ def start_fake_cluster(ca: CA, *, tokens: tuple[str, ...] = ()) -> Iterator[Fake
     state = ClusterState()
     with start_fake_kube_api(ca, tokens=tokens, handler=ClusterHandler, state=state) as api:
         yield FakeCluster(api, state)
-
-
-def k8s_node(name: str, arch: str, os_name: str = "linux") -> dict[str, Any]:
-    """A Node with the well-known labels (the only part the controller reads)."""
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/arch": arch, "kubernetes.io/os": os_name,
-                                                  "kubernetes.io/hostname": name}},
-            "status": {"nodeInfo": {"architecture": arch, "operatingSystem": os_name}}}
 
 
 def owned_by(kind: str, name: str, api_version: str = "apps/v1") -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ class Relay:
     upstream: tuple[str, int]
     opened: threading.Event = field(default_factory=threading.Event)
     held: list[socket.socket] = field(default_factory=list)
+    closed: bool = False
 
     @property
     def host(self) -> str:
@@ -40,6 +41,7 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
         for s in (src, dst):
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
+            s.close()
 
 
 def _serve(relay: Relay) -> None:
@@ -47,6 +49,9 @@ def _serve(relay: Relay) -> None:
         try:
             conn, _ = relay.listener.accept()
         except OSError:
+            return
+        if relay.closed:
+            conn.close()
             return
         if not relay.opened.is_set():
             relay.held.append(conn)  # never answered; the client gives up at its deadline
@@ -71,6 +76,8 @@ def start_relay(upstream: str) -> Iterator[Relay]:
     try:
         yield relay
     finally:
+        relay.closed = True
         listener.close()
+        thread.join(2)
         for conn in relay.held:
             conn.close()
