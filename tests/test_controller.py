@@ -8,6 +8,10 @@ pod was ever deleted directly.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,6 +35,7 @@ from tests.test_serve_e2e import apply, post_review, start_noe
 
 pytestmark = [pytest.mark.registry]
 
+ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "controller-" + uuid.uuid4().hex
 FAST = ["--lease-duration", "2s", "--renew-deadline", "1.5s", "--retry-period", "0.2s"]
 
@@ -381,3 +386,68 @@ def test_lookups_failing_past_the_gate_timeout_release_the_pod_without_placement
     assert "affinity" not in stuck["spec"] and "nodeSelector" not in stuck["spec"]
     events = cluster.events("InspectionTimedOut")
     assert len(events) == 1 and events[0]["type"] == "Warning" and "timed out" in events[0]["message"]
+
+
+# ----------------------------------------------------------------------------- leader election
+
+LEASE, RETRY = 2.0, 0.2
+
+
+def spawn(cluster: FakeCluster, tmp_path: Path, token: str) -> subprocess.Popen[bytes]:
+    kubeconfig = cluster.api.write_kubeconfig(tmp_path / f"kubeconfig-{token}", token=token)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
+    with (tmp_path / f"{token}.log").open("wb") as out:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "noe_web", "controller", "--kubeconfig", str(kubeconfig), "--metrics-addr", "",
+             "--leader-election-namespace", "noe", "--insecure-registries", "127.0.0.1:*",
+             "--lease-duration", f"{LEASE:g}s", "--renew-deadline", "1.5s", "--retry-period", f"{RETRY:g}s"],
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+
+def holder(cluster: FakeCluster) -> str:
+    lease = cluster.get("leases", "noe", "noe-controller")
+    return str((lease or {}).get("spec", {}).get("holderIdentity") or "")
+
+
+def writes_by(cluster: FakeCluster, token: str) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in cluster.api.requests_snapshot()
+            if r.auth == f"token:{token}" and r.method != "GET" and "/leases" not in r.path]
+
+
+def test_two_controllers_only_the_leader_writes_and_the_other_takes_over_after_a_crash(
+    cluster: FakeCluster, pushed_images: dict[str, PushedImage], tmp_path: Path
+) -> None:
+    amd64_only = pushed_images["oci-single-amd64"].reference
+    tokens = {"first": TOKEN + "-a", "second": TOKEN + "-b"}
+    cluster.state.tokens |= set(tokens.values())
+    procs = {name: spawn(cluster, tmp_path, token) for name, token in tokens.items()}
+    try:
+        assert cluster.wait(lambda: holder(cluster), 30), "nobody took the lease"
+        cluster.add("pods", a_pod("lead-1", [amd64_only]))
+        assert cluster.wait(lambda: cluster.state.evicted, 20) == [("apps", "lead-1")]
+        evicting = {r.auth for r in cluster.api.requests_snapshot() if r.path.endswith("/eviction")}
+        assert len(evicting) == 1
+        leader = next(n for n, t in tokens.items() if evicting == {f"token:{t}"})
+        follower = next(n for n in tokens if n != leader)
+        time.sleep(1.0)
+        assert writes_by(cluster, tokens[follower]) == []  # the follower watches but writes nothing
+        assert ("POST", "/api/v1/namespaces/apps/pods/lead-1/eviction") in writes_by(cluster, tokens[leader])
+        first_holder = holder(cluster)
+        procs[leader].kill()  # a crash: no release
+        procs[leader].wait(10)
+        killed = time.monotonic()
+        assert cluster.wait(lambda: holder(cluster) not in ("", first_holder), 15, interval=0.02)
+        took = time.monotonic() - killed
+        assert took <= LEASE + RETRY * 1.2 + 1.0, f"take-over took {took:.2f}s"
+        cluster.add("pods", a_pod("lead-2", [amd64_only], owner=("ReplicaSet", "other")))
+        assert cluster.wait(lambda: len(cluster.state.evicted) == 2, 20)
+        assert ("POST", "/api/v1/namespaces/apps/pods/lead-2/eviction") in writes_by(cluster, tokens[follower])
+        procs[follower].send_signal(signal.SIGTERM)  # a clean stop releases the lease at once
+        assert procs[follower].wait(15) == 0
+        assert holder(cluster) == ""
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    no_direct_delete(cluster)
