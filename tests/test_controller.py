@@ -451,3 +451,14 @@ def test_two_controllers_only_the_leader_writes_and_the_other_takes_over_after_a
                 proc.kill()
                 proc.wait(10)
     no_direct_delete(cluster)
+
+
+def test_the_controller_and_its_api_client_import_without_flask_and_noe_core_without_either() -> None:
+    code = ("import sys, noe_web.kube, noe_web.controller.command, noe_web.controller.reconciler; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'flask', 'gunicorn', 'werkzeug'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+    code = ("import sys, noe_core, noe_core.gate, noe_core.compatibility, noe_core.admission; "
+            "print(sorted(m for m in sys.modules if m.startswith('noe_web')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"

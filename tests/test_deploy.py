@@ -123,6 +123,7 @@ VALUE_FLAGS = {
     "threads": "--threads",
     "logLevel": "--log-level",
     "containerPort": "--bind",
+    "webhook": "--on-lookup-failure",
 }
 # values keys that shape Kubernetes objects rather than `noe serve`'s flags.
 NOT_FLAGS = {
@@ -132,6 +133,7 @@ NOT_FLAGS = {
     "priorityClassName", "service", "metrics", "serviceMonitor", "clusterDomain", "certManager", "certs",
     "pod", "deployment", "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding",
     "mutatingwebhookconfiguration", "issuer", "certificate", "poddisruptionbudget", "certsjob", "configmap",
+    "controller",  # the controller's own Deployment (tests/test_deploy_controller.py)
 }
 
 
