@@ -116,6 +116,7 @@ class Controller:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.examined = 0
+        self.reconciles = 0
         self.idle = threading.Event()
 
     # --- life cycle ------------------------------------------------------------------------------
@@ -152,8 +153,19 @@ class Controller:
     def _enqueue_all(self) -> None:
         self.pods.synced.wait()
         self.nodes.synced.wait()
-        for key in self.pods.key_list():
+        started = time.monotonic()
+        keys = self.pods.key_list()
+        for key in keys:
             self.queue.add(key)
+        while not self._stop.wait(0.05):
+            if not self.queue.pending():
+                break
+        else:
+            return
+        self.reconciles += 1
+        log.info("full reconcile done", extra={"fields": {
+            "event": "reconciled", "pods": len(keys), "nodes": len(self.nodes),
+            "seconds": round(time.monotonic() - started, 3), "reconciles": self.reconciles}})
 
     # --- cache events ----------------------------------------------------------------------------
     def _pod_changed(self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -175,7 +187,7 @@ class Controller:
         while not self._stop.is_set():
             key = self.queue.get(timeout=0.5)
             if key is None:
-                if not len(self.queue):
+                if not self.queue.pending():
                     self.idle.set()
                 continue
             self.idle.clear()

@@ -86,6 +86,11 @@ class WorkQueue(Generic[K]):
             self._closed = True
             self._cond.notify_all()
 
+    def pending(self) -> int:
+        """Keys ready or being worked on (delayed retries not counted): 0 means the queue has drained."""
+        with self._cond:
+            return len(self._ready) + len(self._active) + len(self._again)
+
     def __len__(self) -> int:
         with self._cond:
             return len(self._ready) + len(self._due)
