@@ -142,7 +142,11 @@ def main() -> None:
                 first_seconds = time.monotonic() - started
                 rss = rss_kib(proc.pid)
                 first_requests = counted(cluster, mark)
-                time.sleep(2.0)  # the Events queue drains
+                misplaced = len(range(0, pods, 100))
+                end = time.monotonic() + 120
+                while len(cluster.events()) < misplaced and time.monotonic() < end:
+                    time.sleep(0.1)  # the Events queue drains
+                time.sleep(0.5)
                 first_events = len(cluster.events())
 
                 # take the Lease away (another holder renews it once), then let it expire

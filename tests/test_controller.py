@@ -245,7 +245,10 @@ def test_list_is_paginated_and_an_unchanged_cluster_costs_nothing_but_the_watch(
     for index in range(1200):
         cluster.add("pods", a_pod(f"p-{index:04d}", [multi], node="n-amd64", is_ready=True))
     running = run_controller()
+    health = f"http://127.0.0.1:{running.health.port}"
+    assert requests.get(health + "/livez", timeout=5).status_code == 200
     settle(cluster, running)
+    assert requests.get(health + "/readyz", timeout=5).status_code == 200
     pages = [r.path for r in cluster.api.requests_snapshot() if r.path.startswith("/api/v1/pods?")
              and "watch=1" not in r.path]
     assert len(pages) == 3 and all("limit=500" in p for p in pages) and sum("continue=" in p for p in pages) == 2
@@ -380,12 +383,15 @@ def test_lookups_failing_past_the_gate_timeout_release_the_pod_without_placement
     with start_relay(registry.host) as relay:
         image = f"{relay.host}/{pushed_images['docker-single-arm64'].repository}:v1"
         cluster.add("pods", gated_pod("stuck", [image]))
-        run_controller("--lookup-timeout", "0.5", "--gate-timeout", "2s")
+        running = run_controller("--lookup-timeout", "0.5", "--gate-timeout", "4s")
+        metrics = f"http://127.0.0.1:{running.health.port}/metrics"
+        assert cluster.wait(lambda: "noe_controller_gated_pods 1.0" in requests.get(metrics, timeout=5).text, 10)
         assert cluster.wait(lambda: not cluster.get("pods", "apps", "stuck")["spec"].get("schedulingGates"), 20)
     stuck = cluster.get("pods", "apps", "stuck")
     assert "affinity" not in stuck["spec"] and "nodeSelector" not in stuck["spec"]
     events = cluster.events("InspectionTimedOut")
     assert len(events) == 1 and events[0]["type"] == "Warning" and "timed out" in events[0]["message"]
+    assert 'noe_controller_gate_outcomes_total{outcome="timed_out"} 1.0' in requests.get(metrics, timeout=5).text
 
 
 # ----------------------------------------------------------------------------- leader election
@@ -451,6 +457,20 @@ def test_two_controllers_only_the_leader_writes_and_the_other_takes_over_after_a
                 proc.kill()
                 proc.wait(10)
     no_direct_delete(cluster)
+
+
+def test_a_leader_that_cannot_renew_stops_acting_within_the_renew_deadline(
+    cluster: FakeCluster, run_controller: Callable[..., Running]
+) -> None:
+    running = run_controller()
+    assert cluster.wait(running.elector.is_leader, 15)
+    cluster.state.fail_with = 503  # the API server goes away
+    lost = time.monotonic()
+    assert cluster.wait(lambda: not running.elector.is_leader(), 5, interval=0.02)
+    # it must stop before a follower could take over (--lease-duration 2s after the last renewal)
+    assert time.monotonic() - lost < 2.0, "kept acting past the lease duration"
+    cluster.state.fail_with = 0
+    assert cluster.wait(running.elector.is_leader, 10), "did not lead again once the API answered"
 
 
 def test_the_controller_and_its_api_client_import_without_flask_and_noe_core_without_either() -> None:

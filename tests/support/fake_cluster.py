@@ -23,6 +23,7 @@ server answers after etcd compaction.
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import json
 import threading
@@ -231,15 +232,17 @@ class ClusterHandler(_Handler):
                     self._chunk({"type": "ERROR", "object": gone})
                     return
             last_bookmark = time.monotonic()
+            with state.lock:  # the history only grows (compaction empties it and ends every watch)
+                position = bisect.bisect_right(state.history, since, key=lambda entry: entry[0])
             while time.monotonic() < end and not state.stopping:
                 with state.lock:
                     if generation != state.watch_generation:
                         return  # compaction ends every open watch; clients come back and get 410
-                    pending = [(rv, e, o) for rv, k, e, o in state.history if k == kind and rv > since]
-                    if not pending:
+                    if position >= len(state.history):
                         state.changed.wait(0.1)
-                        pending = [(rv, e, o) for rv, k, e, o in state.history if k == kind and rv > since]
+                    fresh, position = state.history[position:], len(state.history)
                     current = state.rv
+                pending = [(rv, e, o) for rv, k, e, o in fresh if k == kind and rv > since]
                 for rv, event, obj in pending:
                     self._chunk({"type": event, "object": obj})
                     since = rv
