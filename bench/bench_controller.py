@@ -10,7 +10,8 @@ controller's. Prints:
 * ``first``      — from starting the process to the end of its first full reconcile (the log line
   ``reconciled``), and its ratio to ``list``;
 * ``reconcile``  — the first full reconcile alone (every pod examined once), as the controller logs it;
-* ``rss``        — the controller's resident memory after that reconcile, and per pod;
+* ``rss``        — the controller's resident memory after that reconcile, against the same controller on a
+  cluster with the same nodes and no pod (the difference per pod is what the cache costs);
 * ``requests``   — API requests (watches and the Lease excepted) during a second full reconcile of the
   unchanged cluster, triggered the way it happens in production: the Lease is taken away, then
   re-acquired; the target is zero;
@@ -101,11 +102,39 @@ def counted(cluster: FakeCluster, since: int) -> list[tuple[str, str]]:
             if "watch=1" not in r.path and "/leases" not in r.path]
 
 
+def spawn(kubeconfig: Path, platforms: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "noe_web", "controller", "--kubeconfig", str(kubeconfig),
+             "--metrics-addr", "", "--leader-election-namespace", "noe", "--image-platforms", str(platforms),
+             "--lease-duration", "2s", "--renew-deadline", "1.5s", "--retry-period", "0.2s"],
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+
+def empty_cluster_rss(work: Path, nodes: int) -> int:
+    """The controller's RSS on a cluster with the same nodes and no pod: what the pods add is the rest."""
+    with start_fake_cluster(make_ca("bench empty CA", work / "empty"), tokens=(TOKEN,)) as cluster:
+        platforms = populate(cluster, 0, nodes)
+        (work / "empty" / "platforms.json").write_text(json.dumps(platforms))
+        kubeconfig = cluster.api.write_kubeconfig(work / "empty" / "kubeconfig", token=TOKEN)
+        log = work / "empty" / "controller.log"
+        proc = spawn(kubeconfig, work / "empty" / "platforms.json", log)
+        try:
+            wait_for_line(log, "reconciled", 1, 120)
+            return rss_kib(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
 def main() -> None:
     pods = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     nodes = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     with tempfile.TemporaryDirectory(prefix="noe-bench-controller-") as tmp:
         work = Path(tmp)
+        (work / "empty").mkdir()
+        base_rss = empty_cluster_rss(work, nodes)
         ca = make_ca("bench kube CA", work)
         with start_fake_cluster(ca, tokens=(TOKEN,)) as cluster:
             cluster.state.bookmark_interval = 5.0
@@ -128,15 +157,9 @@ def main() -> None:
             assert listed == pods
 
             log = work / "controller.log"
-            env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
             mark = len(cluster.api.requests_snapshot())
             started = time.monotonic()
-            with log.open("wb") as out:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "noe_web", "controller", "--kubeconfig", str(kubeconfig),
-                     "--metrics-addr", "", "--leader-election-namespace", "noe", "--image-platforms",
-                     str(work / "platforms.json"), "--lease-duration", "2s", "--renew-deadline", "1.5s",
-                     "--retry-period", "0.2s"], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+            proc = spawn(kubeconfig, work / "platforms.json", log)
             try:
                 first = wait_for_line(log, "reconciled", 1, 600)
                 first_seconds = time.monotonic() - started
@@ -170,7 +193,8 @@ def main() -> None:
     print(f"first          {first_seconds:8.2f} s   start to end of first full reconcile "
           f"({first_seconds / list_seconds:.1f}x list); {lists} list pages")
     print(f"reconcile      {first['seconds']:8.2f} s   the first full reconcile alone ({first['pods']} pods examined)")
-    print(f"rss            {rss / 1024:8.1f} MiB {rss * 1024 / pods:,.0f} bytes per pod (controller process)")
+    print(f"rss            {rss / 1024:8.1f} MiB controller process; {base_rss / 1024:.1f} MiB with no pod, so "
+          f"{(rss - base_rss) * 1024 / pods:,.0f} bytes per pod ({rss / base_rss:.2f}x)")
     print(f"requests       {len(second_requests):8d}     API requests during a second full reconcile of the "
           f"unchanged cluster (watches and Lease excepted; target 0)")
     print(f"events         {first_events:8d}     written by the first reconcile; {second_events} by the second")
