@@ -114,16 +114,20 @@ def test_owned_not_ready_pod_on_wrong_arch_is_evicted_exactly_once(
     cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
 ) -> None:
     amd64_only = pushed_images["oci-single-amd64"].reference
-    cluster.add("pods", a_pod("web-5d8f-a", [amd64_only]))
+    for name in ("web-5d8f-a", "web-5d8f-c"):  # two replicas, examined by two workers at once
+        cluster.add("pods", a_pod(name, [amd64_only]))
     running = run_controller()
-    assert cluster.wait(lambda: cluster.state.evicted, 15) == [("apps", "web-5d8f-a")]
-    # its replacement lands on arm64 again: same owner, same image digest, same architecture → not evicted
+    assert cluster.wait(lambda: cluster.state.evicted, 15)
+    settle(cluster, running)
+    assert len(cluster.state.evicted) == 1
+    evicted = cluster.state.evicted[0][1]
+    # a replacement lands on arm64 again: same owner, same image digest, same architecture → not evicted
     cluster.add("pods", a_pod("web-5d8f-b", [amd64_only]))
     settle(cluster, running)
-    assert cluster.state.evicted == [("apps", "web-5d8f-a")]
+    assert cluster.state.evicted == [("apps", evicted)]
     assert cluster.get("pods", "apps", "web-5d8f-b") is not None
     events = cluster.events("IncompatibleNode")
-    assert [e["involvedObject"]["name"] for e in events] == ["web-5d8f-a"]
+    assert [e["involvedObject"]["name"] for e in events] == [evicted]
     assert "evicted through the Eviction API" in events[0]["message"] and "arm64" in events[0]["message"]
     no_direct_delete(cluster)
 

@@ -23,11 +23,11 @@ from urllib.parse import quote
 
 from noe_web.controller.metrics import ControllerMetrics
 from noe_web.events import EventRecorder, EventRequest, ObjectRef
-from noe_web.kube import Conflict, Invalid, KubeClient, NotFound, TooManyRequests
+from noe_web.kube import Conflict, Invalid, KubeClient, KubeError, NotFound, TooManyRequests
 
 log = logging.getLogger("noe.controller")
 
-EvictOutcome = Literal["evicted", "refused_by_budget", "gone", "backoff", "dry_run", "not_leader"]
+EvictOutcome = Literal["evicted", "refused_by_budget", "gone", "backoff", "dry_run", "not_leader", "error"]
 EvictionKey = tuple[str, str, str]
 """(owner kind/namespace/name, image digest, node architecture)."""
 
@@ -52,19 +52,27 @@ class EvictionLimiter:
         self._seen: collections.OrderedDict[EvictionKey, float] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def allows(self, key: EvictionKey) -> bool:
+    def claim(self, key: EvictionKey) -> bool:
+        """Take the key for one eviction (``False`` when it was taken within the backoff).
+
+        Checking and taking are one step, so two workers examining two pods of
+        the same owner at once cannot both evict.
+        """
         now = self._clock()
         with self._lock:
             while self._seen and next(iter(self._seen.values())) + self.backoff <= now:
                 self._seen.popitem(last=False)
-            return key not in self._seen
-
-    def record(self, key: EvictionKey) -> None:
-        with self._lock:
-            self._seen[key] = self._clock()
-            self._seen.move_to_end(key)
+            if key in self._seen:
+                return False
+            self._seen[key] = now
             while len(self._seen) > self._size:
                 self._seen.popitem(last=False)
+            return True
+
+    def release(self, key: EvictionKey) -> None:
+        """Give the key back: the eviction did not happen (refused by a budget, pod gone, API error)."""
+        with self._lock:
+            self._seen.pop(key, None)
 
 
 @dataclass
@@ -90,10 +98,9 @@ class Actions:
     def evict(self, namespace: str, name: str, key: EvictionKey) -> EvictOutcome:
         if not self.is_leader():
             return "not_leader"
-        if not self.limiter.allows(key):
+        if not self.limiter.claim(key):
             return "backoff"
         if self.dry_run:
-            self.limiter.record(key)
             return "dry_run"
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": name, "namespace": namespace}}
@@ -101,10 +108,15 @@ class Actions:
         try:
             self.kube.call("POST", pod_path(namespace, name) + "/eviction", body=body)
         except TooManyRequests:
+            self.limiter.release(key)
             return "refused_by_budget"
         except NotFound:
+            self.limiter.release(key)
             return "gone"
-        self.limiter.record(key)
+        except KubeError as exc:
+            self.limiter.release(key)
+            log.warning("evicting pod %s/%s failed (%s); trying again later", namespace, name, exc)
+            return "error"
         return "evicted"
 
     def patch_pod(self, pod: dict[str, Any], operations: Sequence[dict[str, Any]]) -> dict[str, Any]:

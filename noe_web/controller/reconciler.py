@@ -242,7 +242,8 @@ class Controller:
                                    f"container {container.name} (image {container.image}) cannot run on node "
                                    f"{node_name} ({node['os']}/{node['arch']}): {EXEC_FORMAT_ERROR}")
             if not ready and owner is not None and owner.kind != DAEMON_SET:
-                digest = container.image_id or container.image
+                # the same key as a misplaced pod's: the digest alone (imageID is "[scheme://]repo@sha256:…")
+                digest = container.image_id.rsplit("@", 1)[-1] if "@" in container.image_id else container.image
                 return self._evict(pod, owner, (digest, node["arch"]), f"container {container.name} fails "
                                    f"with {EXEC_FORMAT_ERROR} on {node['arch']}", target)
         try:
@@ -296,6 +297,8 @@ class Controller:
         outcome: EvictOutcome = self.actions.evict(meta.get("namespace", ""), meta["name"], key)
         if outcome in {"not_leader", "gone"}:
             return None
+        if outcome == "error":
+            return BUDGET_RETRY_START * 5
         self.metrics.misplaced.labels(outcome).inc()
         if outcome == "refused_by_budget":
             attempt = self._budget_retries.get(uid, 0)
