@@ -35,10 +35,12 @@ ON_LOOKUP_FAILURE: tuple[OnLookupFailure, ...] = ("allow", "gate")
 
 def temporary_failures(images: Sequence[str], lookups: Lookups) -> tuple[str, ...]:
     """The images whose lookup failed in a way that may succeed later."""
-    return tuple(
-        image for image in dict.fromkeys(images)
-        if isinstance(lookups.get(image), LookupFailure) and lookups[image].temporary  # type: ignore[union-attr]
-    )
+    out = []
+    for image in dict.fromkeys(images):
+        found = lookups.get(image)
+        if isinstance(found, LookupFailure) and found.temporary:
+            out.append(image)
+    return tuple(out)
 
 
 def should_gate(workload: Workload, *, namespace: str, lookups: Lookups, settings: PolicySettings,
