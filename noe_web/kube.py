@@ -389,9 +389,11 @@ class KubeClient:
         stream: bool = False,
     ) -> Any:
         url = self.config.server + path
-        limit = self.timeout if timeout is None else max(0.05, min(timeout, self.timeout))
+        limit: float | tuple[float, float] = (
+            self.timeout if timeout is None else max(0.05, min(timeout, self.timeout))
+        )
         if stream and timeout is not None:
-            limit = timeout  # a watch is meant to stay open longer than one call
+            limit = (self.timeout, timeout)  # connect as any call; a watch then stays open longer
         data = None if json_body is None else json.dumps(json_body)
         for attempt in (0, 1):
             headers = {} if data is None else {"Content-Type": content_type}
