@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from noe_core.errors import InvalidObject
+from noe_core.gate import OnLookupFailure, gated, should_gate
 from noe_core.lookup import Inspect, Lookup, LookupRequest
 from noe_core.policy import Decision, acts_on, lookup_images, place, skipped
 from noe_core.settings import PolicySettings
@@ -120,7 +121,7 @@ def parse_admission_review(doc: object) -> AdmissionRequest:
     )
 
 
-Label = Literal["mutated", "allowed", "denied", "skipped"]
+Label = Literal["mutated", "allowed", "denied", "skipped", "gated"]
 
 
 @dataclass(frozen=True)
@@ -140,13 +141,20 @@ class Admission:
     response: dict[str, Any]
 
 
-def admit(request: AdmissionRequest, settings: PolicySettings, inspect: Inspect) -> Admission:
+def admit(
+    request: AdmissionRequest,
+    settings: PolicySettings,
+    inspect: Inspect,
+    *,
+    on_lookup_failure: OnLookupFailure = "allow",
+) -> Admission:
     """Decide one admission: read the object once, inspect the images the policy needs, place, answer.
 
     ``inspect`` is called at most once, and only when there are images to look
     up; warnings it returns (a pull secret that could not be read) are added to
     the decision's. Raises :class:`InvalidObject` for an object noe acts on but
-    cannot read.
+    cannot read. With ``on_lookup_failure="gate"`` a pod whose lookups failed
+    temporarily gets the scheduling gate instead of a placement (:mod:`noe_core.gate`).
     """
     if not acts_on(request.kind, request.operation, request.sub_resource):
         check_depth(request.obj)
@@ -163,6 +171,10 @@ def admit(request: AdmissionRequest, settings: PolicySettings, inspect: Inspect)
     if extra:
         decision = replace(decision, warnings=tuple(dict.fromkeys((*decision.warnings, *extra))))
     label: Label = "denied" if not decision.allowed else "mutated" if decision.changed else "allowed"
+    if on_lookup_failure == "gate" and should_gate(
+        workload, namespace=request.namespace, lookups=lookups, settings=settings, decision=decision
+    ):
+        decision, label = gated(workload, decision, lookups), "gated"
     return Admission(request, workload, images, lookups, decision, label, review_response(request, decision))
 
 

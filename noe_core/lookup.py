@@ -69,9 +69,15 @@ def _usable(platform: Platform) -> bool:
 
 @dataclass(frozen=True)
 class LookupFailure:
-    """The image could not be inspected; ``reason`` is shown to the user in a warning or denial."""
+    """The image could not be inspected; ``reason`` is shown to the user in a warning or denial.
+
+    ``temporary`` says the same lookup may succeed later (a timeout, a connection
+    error, 429 or 5xx): in gate mode such a pod is held back rather than admitted
+    without placement.
+    """
 
     reason: str
+    temporary: bool = False
 
 
 Lookup: TypeAlias = ImagePlatforms | LookupFailure

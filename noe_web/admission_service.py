@@ -34,10 +34,9 @@ from typing import Any
 
 from noe_core.admission import Admission, AdmissionRequest, admit, parse_admission_review
 from noe_core.deadline import Deadline
-from noe_core.errors import CredentialError
+from noe_core.gate import OnLookupFailure
 from noe_core.lookup import LookupFailure, LookupRequest, LookupResult
 from noe_core.platforms_file import StaticPlatforms
-from noe_core.policy import limit_warning
 from noe_core.registry.inspection import ImageInspector, PlatformResolver
 from noe_core.settings import PolicySettings
 from noe_web.events import (
@@ -50,8 +49,9 @@ from noe_web.events import (
     controller_owner,
     object_ref,
 )
-from noe_web.kube import Forbidden, KubeClient, KubeError, NotFound
+from noe_web.kube import KubeClient
 from noe_web.metrics import Metrics
+from noe_web.pull_secrets import pull_secret_keychain
 
 log = logging.getLogger("noe.admission")
 
@@ -127,6 +127,7 @@ class AdmissionService:
     kube: KubeClient | None = None
     events: EventRecorder | None = None
     pool_size: int = 32
+    on_lookup_failure: OnLookupFailure = "allow"
     _pool: concurrent.futures.ThreadPoolExecutor = field(init=False, repr=False)
     _inspector: ImageInspector = field(init=False, repr=False)
 
@@ -153,7 +154,8 @@ class AdmissionService:
         deadline = Deadline.after(self.deadline_seconds)
         request = parse_admission_review(doc)
         stats = AdmissionStats()
-        admission = admit(request, self.policy, lambda lookup: self._inspect(request, lookup, deadline, stats))
+        admission = admit(request, self.policy, lambda lookup: self._inspect(request, lookup, deadline, stats),
+                          on_lookup_failure=self.on_lookup_failure)
         if not request.dry_run:
             self._record_events(admission)
         seconds = time.monotonic() - started
@@ -191,47 +193,11 @@ class AdmissionService:
     def _pull_secret_keychain(
         self, request: AdmissionRequest, lookup: LookupRequest, deadline: Deadline, warnings: list[str]
     ) -> Any:
-        names = lookup.pull_secrets
-        if not names:
-            return None
-        ns = lookup.namespace
-        if self.kube is None:
-            warnings.append(limit_warning(
-                "imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously"
-            ))
-            return None
-        from noe_core.credentials.docker_config import keychain_from_pull_secret  # noqa: PLC0415
-        from noe_core.credentials.keychain import MultiKeychain  # noqa: PLC0415
-
-        kube = self.kube
         budget = min(deadline.remaining() * _SECRET_SHARE, _SECRET_CAP)
-        futures = {
-            name: self._pool.submit(kube.get_secret, ns, name, timeout=budget) for name in names
-        }
-        concurrent.futures.wait(futures.values(), timeout=budget)
-        chains = []
-        for name, future in futures.items():
-            where = f"imagePullSecret {ns}/{name}"
-            if not future.done():
-                future.cancel()
-                warnings.append(limit_warning(f"{where}: API did not answer in time; trying anonymous access"))
-                continue
-            try:
-                secret = future.result()
-                chains.append(keychain_from_pull_secret(secret, where))
-            except NotFound:
-                warnings.append(limit_warning(f"{where} not found; trying anonymous access"))
-            except Forbidden:
-                warnings.append(limit_warning(f"{where}: reading it is forbidden; trying anonymous access"))
-            except KubeError as exc:
-                warnings.append(limit_warning(f"{where}: {exc}; trying anonymous access"))
-            except CredentialError as exc:
-                warnings.append(limit_warning(str(exc)))
-        if len(chains) < len(futures):
-            self.metrics.pull_secrets_failed(ns, len(futures) - len(chains))
-        if not chains:
-            return None
-        return chains[0] if len(chains) == 1 else MultiKeychain(*chains)
+        namespace = lookup.namespace
+        return pull_secret_keychain(self.kube, namespace, lookup.pull_secrets, pool=self._pool,
+                                    warnings=warnings, budget=budget,
+                                    on_unusable=lambda count: self.metrics.pull_secrets_failed(namespace, count))
 
     # ------------------------------------------------------------------ events and logs
     def _record_events(self, admission: Admission) -> None:

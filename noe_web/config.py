@@ -63,6 +63,7 @@ class ServeConfig:
     graceful_timeout: float
     kubeconfig: Path | None
     admission_deadline: float
+    on_lookup_failure: str
     image_platforms: Path | None
     pull_secret_cache_ttl: float
     event_queue_size: int
@@ -126,6 +127,7 @@ class ServeConfig:
             graceful_timeout=ns.graceful_timeout,
             kubeconfig=kubeconfig,
             admission_deadline=ns.admission_deadline,
+            on_lookup_failure=ns.on_lookup_failure,
             image_platforms=platforms,
             pull_secret_cache_ttl=ns.pull_secret_cache_ttl,
             event_queue_size=ns.event_queue_size,
@@ -148,6 +150,7 @@ class ServeConfig:
             "workers": self.workers,
             "threads": self.threads,
             "admission_deadline": self.admission_deadline,
+            "on_lookup_failure": self.on_lookup_failure,
             "image_platforms": str(self.image_platforms) if self.image_platforms else None,
             "kubeconfig": str(self.kubeconfig) if self.kubeconfig else None,
             "pull_secret_cache_ttl": self.pull_secret_cache_ttl,

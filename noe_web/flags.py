@@ -79,6 +79,11 @@ ADMISSION_DEADLINE = Flag(
     "--admission-deadline", Seconds(0.1, MAX_ADMISSION_DEADLINE), default="5",
     help="seconds within which every admission is answered; lookups still running are abandoned "
          "(keep it below the webhook's timeoutSeconds)")
+ON_LOOKUP_FAILURE = Flag(
+    "--on-lookup-failure", Choice(("allow", "gate")), default="allow",
+    help="what a Pod whose image lookups timed out or failed temporarily gets: allow (admitted without "
+         "placement, with a warning) or gate (the scheduling gate arch.noe.adevinta.com/inspection, which "
+         "noe controller removes once it has placed the pod)")
 IMAGE_PLATFORMS = Flag("--image-platforms", ExistingFile(), default="",
                        help="JSON/YAML file of image (or glob) → platforms, consulted before the registry")
 PULL_SECRET_CACHE_TTL = Flag("--pull-secret-cache-ttl", Seconds(0, 3600), default="30",
@@ -93,8 +98,8 @@ CONTROL_SOCKET = Flag("--control-socket", FilePath("PATH"), default="",
 LOG_LEVEL_FLAG = Flag("--log-level", LOG_LEVEL, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
 
 SERVE_FLAGS = (BIND, TLS_CERT_FILE, TLS_KEY_FILE, CERT_DIR, STATE_DIR, METRICS_ADDR, WORKERS, THREADS,
-               GRACEFUL_TIMEOUT, KUBECONFIG, ADMISSION_DEADLINE, IMAGE_PLATFORMS, PULL_SECRET_CACHE_TTL,
-               EVENT_QUEUE_SIZE, MAX_BODY_BYTES, CONTROL_SOCKET, LOG_LEVEL_FLAG)
+               GRACEFUL_TIMEOUT, KUBECONFIG, ADMISSION_DEADLINE, ON_LOOKUP_FAILURE, IMAGE_PLATFORMS,
+               PULL_SECRET_CACHE_TTL, EVENT_QUEUE_SIZE, MAX_BODY_BYTES, CONTROL_SOCKET, LOG_LEVEL_FLAG)
 
 # --- noe certs ---------------------------------------------------------------------------------------------
 

@@ -73,6 +73,22 @@ class CredentialPluginFailed(Forbidden):
     """The kubeconfig's exec credential plugin gave no token: no request could be authenticated."""
 
 
+class TooManyRequests(Unavailable):
+    """429: throttled, or an eviction refused by a PodDisruptionBudget; try again later."""
+
+
+class Conflict(KubeError):
+    """409: the object changed since it was read (stale ``resourceVersion``), or already exists."""
+
+
+class Invalid(KubeError):
+    """422: the request was refused as invalid (a failed JSON Patch ``test`` means the object changed)."""
+
+
+class Gone(KubeError):
+    """410: the ``resourceVersion`` a list or watch asked for is too old; list again."""
+
+
 @dataclass(frozen=True)
 class ApiConfig:
     """Where the API is and how to authenticate, resolved from kubeconfig or in-cluster files."""
@@ -357,9 +373,16 @@ class KubeClient:
         json_body: Any = None,
         timeout: float | None = None,
         content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+        text: bool = False,
+        stream: bool = False,
     ) -> Any:
         url = self.config.server + path
-        limit = self.timeout if timeout is None else max(0.05, min(timeout, self.timeout))
+        limit: float | tuple[float, float] = (
+            self.timeout if timeout is None else max(0.05, min(timeout, self.timeout))
+        )
+        if stream and timeout is not None:
+            limit = (self.timeout, timeout)  # connect as any call; a watch then stays open longer
         data = None if json_body is None else json.dumps(json_body)
         for attempt in (0, 1):
             headers = {} if data is None else {"Content-Type": content_type}
@@ -372,16 +395,22 @@ class KubeClient:
                     url,
                     data=data,
                     headers=headers,
+                    params=params,
                     timeout=limit,
                     verify=not self.config.insecure,
                     allow_redirects=False,
+                    stream=stream,
                 )
             except requests.RequestException as exc:
                 raise Unavailable(f"{method} {path}: no answer from the Kubernetes API ({type(exc).__name__})") from exc
+            if stream and 200 <= resp.status_code < 300:
+                return resp  # the caller reads and closes it
             with resp:
                 status = resp.status_code
                 if status == 401 and attempt == 0 and (self.config.token_file or self._exec) is not None:
                     continue  # the token may have rotated or expired early: read it or run the plugin again
+                if 200 <= status < 300 and text:
+                    return resp.text
                 if 200 <= status < 300:
                     try:
                         return resp.json()
@@ -392,6 +421,9 @@ class KubeClient:
                     raise NotFound(f"{method} {path}: not found", status=status)
                 if status in (401, 403):
                     raise Forbidden(f"{method} {path}: {status} {reason}".rstrip(), status=status)
+                special = _STATUS_ERRORS.get(status)
+                if special is not None:
+                    raise special(f"{method} {path}: {status} {reason}".rstrip(), status=status)
                 raise Unavailable(f"{method} {path}: {status} {reason}".rstrip(), status=status)
         raise Unavailable(f"{method} {path}: unauthorized")  # pragma: no cover - loop always returns
 
@@ -453,13 +485,11 @@ class KubeClient:
             query = {"limit": str(page_size), **({"continue": token} if token else {})}
             try:
                 body = self._request("GET", f"{path}?{urlencode(query)}", timeout=timeout)
-            except Unavailable as exc:
-                if exc.status == 410:
-                    raise Unavailable(
-                        f"GET {path}: the list changed too much while it was read (410 Expired); run again",
-                        status=410,
-                    ) from exc
-                raise
+            except Gone as exc:
+                raise Gone(
+                    f"GET {path}: the list changed too much while it was read (410 Expired); run again",
+                    status=410,
+                ) from exc
             items = body.get("items") if isinstance(body, dict) else None
             if not isinstance(items, list):
                 raise Unavailable(f"GET {path}: the answer is not a list of objects")
@@ -475,6 +505,57 @@ class KubeClient:
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
         self._request("POST", path, json_body=event)
+
+    # --- what the controller uses: any object, lists, watches, patches, logs ---------------------
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> Any:
+        """One API call answered with JSON; errors as :class:`KubeError` subclasses by status."""
+        return self._request(method, path, json_body=body, params=params, content_type=content_type,
+                             timeout=timeout)
+
+    def get_text(self, path: str, params: Mapping[str, str] | None = None) -> str:
+        """A plain-text answer (pod logs)."""
+        return str(self._request("GET", path, params=params, text=True))
+
+    def watch(self, path: str, params: Mapping[str, str], *, timeout: float) -> Iterator[dict[str, Any]]:
+        """The watch events of ``path`` (``watch=1`` added), one decoded object per line, until the server ends it.
+
+        ``timeout`` bounds the wait for each line; an ``ERROR`` event carrying a
+        410 Status raises :class:`Gone`.
+        """
+        resp = self._request("GET", path, params={**params, "watch": "1"}, stream=True, timeout=timeout)
+        try:
+            for line in resp.iter_lines():
+                if not line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError as exc:
+                    raise Unavailable(f"watch {path}: a line is not JSON") from exc
+                if not isinstance(event, dict):
+                    raise Unavailable(f"watch {path}: an event is not an object")
+                if event.get("type") == "ERROR":
+                    found = event.get("object")
+                    status: dict[str, Any] = found if isinstance(found, dict) else {}
+                    code = int(status.get("code") or 0)
+                    message = str(status.get("message") or "")
+                    raise (Gone if code == 410 else Unavailable)(f"watch {path}: {code} {message}", status=code)
+                yield event
+        except requests.RequestException as exc:
+            raise Unavailable(f"watch {path}: broken off ({type(exc).__name__})") from exc
+        finally:
+            resp.close()
+
+
+_STATUS_ERRORS: dict[int, type[KubeError]] = {409: Conflict, 410: Gone, 422: Invalid, 429: TooManyRequests}
 
 
 def _status_reason(resp: requests.Response) -> str:

@@ -145,6 +145,7 @@ def build_app(config: ServeConfig, api: Any) -> Any:
         kube=kube,
         events=events,
         pool_size=max(16, config.threads * 4),
+        on_lookup_failure="gate" if config.on_lookup_failure == "gate" else "allow",
     )
     info = {
         "kubernetes_api": api is not None,

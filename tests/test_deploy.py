@@ -126,6 +126,7 @@ VALUE_FLAGS = {
     "logLevel": "--log-level",
     "containerPort": "--bind",
     "gracefulTimeout": "--graceful-timeout",
+    "webhook": "--on-lookup-failure",
 }
 # values keys that shape Kubernetes objects rather than `noe serve`'s flags.
 NOT_FLAGS = {
@@ -138,6 +139,7 @@ NOT_FLAGS = {
     "nodeCredentials", "podDisruptionBudget", "topologySpread", "hostNetwork", "dnsPolicy", "extraVolumes",
     "extraVolumeMounts", "serviceAccount", "podMonitor", "prometheusRule", "grafanaDashboard", "networkPolicy", "test",
     "namespaceSelector", "objectSelector", "matchConditions", "preStopSleepSeconds", "terminationGracePeriodSeconds",
+    "controller",  # the controller's own Deployment (tests/test_deploy_controller.py)
 }
 
 

@@ -37,6 +37,7 @@ BASE: dict[str, list[str]] = {
     "serve": ["--bind=127.0.0.1:0", "--metrics-addr="],
     "certs": ["--namespace=default"],
     "report": ["--filename=examples/pod.yaml", "--platforms=examples/platforms.json"],
+    "controller": ["--metrics-addr="],  # without --kubeconfig and outside a cluster it stops with exit 2
 }
 
 
@@ -54,6 +55,7 @@ FREE_TEXT = {
     ("report", "--containerd-config"),
     ("serve", "--state-dir"),  # created when missing
     ("serve", "--control-socket"),  # created by gunicorn
+    ("controller", "--docker-config"), ("controller", "--containerd-config"),
 }
 # Option names two commands use for different settings, each declared once per meaning.
 HOMONYMS = {"--namespace", "--output", "--filename"}  # mutate: namespace of bare objects; certs: of the Service
@@ -185,7 +187,7 @@ def test_every_bad_value_is_one_usage_line(monkeypatch: pytest.MonkeyPatch, comm
 def test_every_command_and_kind_is_covered() -> None:
     """The walk reaches all five commands, and each takes flags of several kinds on both paths."""
     commands = {c for c, _, _, _ in CASES}
-    assert commands == {"mutate", "inspect", "serve", "certs", "report"}
+    assert commands == {"mutate", "inspect", "serve", "certs", "report", "controller"}
     assert sum(1 for _, _, a, _ in CASES if a) > 100
     assert sum(1 for _, _, _, e in CASES if e) > 100
 

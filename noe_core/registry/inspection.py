@@ -111,7 +111,9 @@ class ImageInspector:
             try:
                 return lookup_from_info(resolver.resolve(image, deadline=deadline, keychain=keychain))
             except NoeError as exc:
-                return _timed_out(deadline) if deadline.expired else LookupFailure(str(exc))
+                if deadline.expired:
+                    return _timed_out(deadline)
+                return LookupFailure(str(exc), temporary=bool(getattr(exc, "temporary", False)))
 
         executor = self.executor
         own = executor is None
@@ -151,4 +153,4 @@ class ImageInspector:
 
 def _timed_out(deadline: Deadline) -> LookupFailure:
     budget = f" after {deadline.budget:g}s" if deadline.budget != float("inf") else ""
-    return LookupFailure(f"timed out{budget}")
+    return LookupFailure(f"timed out{budget}", temporary=True)

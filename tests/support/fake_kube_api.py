@@ -59,6 +59,7 @@ class FakeKubeState:
     fail_with: int = 0
     # The mutating webhook dry-run pods go through: AdmissionReview -> AdmissionReview.
     admit: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    stopping: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -137,7 +138,11 @@ class _Handler(BaseHTTPRequestHandler):
         if fail_with:
             self._send(fail_with, _status(fail_with, "InternalError", "injected failure"))
             return
-        parts = self.path.split("?", 1)[0].strip("/").split("/")
+        self._route(method, self.path.split("?", 1)[0].strip("/").split("/"), body)
+
+    def _route(self, method: str, parts: list[str], body: Any) -> None:
+        """Answer an authenticated request; a subclass adds paths (tests/support/fake_cluster.py)."""
+        state = self.server.state
         collection = _collection(parts) if method == "GET" else None
         if collection is not None:
             self._list(*collection)
@@ -212,6 +217,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
 
 
 class _Server(ThreadingHTTPServer):
@@ -312,17 +326,26 @@ class FakeKubeAPI:
 
 @contextmanager
 def start_fake_kube_api(
-    ca: CA, *, tokens: tuple[str, ...] = (), client_ca: Path | None = None
+    ca: CA,
+    *,
+    tokens: tuple[str, ...] = (),
+    client_ca: Path | None = None,
+    handler: type[_Handler] = _Handler,
+    state: FakeKubeState | None = None,
 ) -> Iterator[FakeKubeAPI]:
-    """Serve on 127.0.0.1 with a certificate from ``ca``; stops on exit."""
+    """Serve on 127.0.0.1 with a certificate from ``ca``; stops on exit.
+
+    ``handler`` and ``state`` let a richer stand-in (the controller's cluster) reuse the server.
+    """
     pair = ca.issue(["127.0.0.1", "localhost"], name=f"kube-api-{time.monotonic_ns()}")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(str(pair.cert_file), str(pair.key_file))
     if client_ca is not None:
         context.load_verify_locations(str(client_ca))
         context.verify_mode = ssl.CERT_OPTIONAL
-    server = _Server(("127.0.0.1", 0), _Handler, bind_and_activate=False)
-    server.state = FakeKubeState(tokens=set(tokens))
+    server = _Server(("127.0.0.1", 0), handler, bind_and_activate=False)
+    server.state = state if state is not None else FakeKubeState()
+    server.state.tokens |= set(tokens)
     server.server_bind()
     server.server_activate()
     server.socket = context.wrap_socket(server.socket, server_side=True)
@@ -331,6 +354,7 @@ def start_fake_kube_api(
     try:
         yield FakeKubeAPI(server, thread, ca.ca_file, server.state)
     finally:
+        server.state.stopping = True
         server.shutdown()
         server.server_close()
         thread.join(5)

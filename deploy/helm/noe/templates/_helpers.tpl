@@ -236,6 +236,7 @@ credential-provider config and binary directories.
 {{- $args = append $args (printf "--workers=%v" $v.workers) -}}
 {{- $args = append $args (printf "--threads=%v" $v.threads) -}}
 {{- $args = append $args (printf "--admission-deadline=%v" $v.admissionDeadline) -}}
+{{- $args = append $args (printf "--on-lookup-failure=%s" $v.webhook.onLookupFailure) -}}
 {{- $args = append $args (printf "--log-level=%s" $v.logLevel) -}}
 {{- $args = append $args (printf "--preferred-arch=%s" ($v.preferredArch | default "")) -}}
 {{- $args = append $args (printf "--system-os=%s" $v.systemOS) -}}

@@ -1,0 +1,123 @@
+"""What the controller keeps of a Pod or a Node, and the questions it asks of them.
+
+A watch cache of a large cluster must not hold every pod's full spec and
+status: :func:`slim_pod` keeps the fields the controller reads (name, owner,
+images, pull secrets, node, gates, readiness, container states with their
+messages cut short) and :func:`slim_node` keeps a node's name, architecture
+and OS. Gated pods are read again in full before the controller edits them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from noe_core.gate import SCHEDULING_GATE, gates_of
+
+EXEC_FORMAT_ERROR = "exec format error"
+MAX_MESSAGE = 512
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+
+
+def _short(value: Any) -> str:
+    return value[:MAX_MESSAGE] if isinstance(value, str) else ""
+
+
+def _state(state: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not isinstance(state, Mapping):
+        return out
+    for phase in ("waiting", "terminated"):
+        part = state.get(phase)
+        if isinstance(part, Mapping):
+            out[phase] = {"reason": _short(part.get("reason")), "message": _short(part.get("message"))}
+    if isinstance(state.get("running"), Mapping):
+        out["running"] = {}
+    return out
+
+
+def _containers(spec: Mapping[str, Any], key: str) -> list[dict[str, str]]:
+    items = spec.get(key)
+    if not isinstance(items, list):
+        return []
+    return [{"name": str(c.get("name") or ""), "image": str(c.get("image") or "")}
+            for c in items if isinstance(c, Mapping)]
+
+
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a Pod the controller reads, in the Pod's own shape (so ``read_workload`` takes it)."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    assert isinstance(meta, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)
+    owners = [
+        {k: o.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
+        for o in meta.get("ownerReferences") or () if isinstance(o, Mapping) and o.get("controller") is True
+    ]
+    out_meta: dict[str, Any] = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                        "creationTimestamp") if k in meta}
+    if owners:
+        out_meta["ownerReferences"] = owners
+    out_spec: dict[str, Any] = {"containers": _containers(spec, "containers")}
+    if init := _containers(spec, "initContainers"):
+        out_spec["initContainers"] = init
+    for key in ("nodeName", "imagePullSecrets", "schedulingGates"):
+        if spec.get(key):
+            out_spec[key] = spec[key]
+    conditions = [{"type": "Ready", "status": c.get("status")} for c in status.get("conditions") or ()
+                  if isinstance(c, Mapping) and c.get("type") == "Ready"]
+    statuses = []
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(key) or ():
+            if isinstance(cs, Mapping):
+                statuses.append({"name": str(cs.get("name") or ""), "image": str(cs.get("image") or ""),
+                                 "imageID": str(cs.get("imageID") or ""),
+                                 "restartCount": int(cs.get("restartCount") or 0),
+                                 "state": _state(cs.get("state")), "lastState": _state(cs.get("lastState"))})
+    return {"metadata": out_meta, "spec": out_spec,
+            "status": {"conditions": conditions, "containerStatuses": statuses}}
+
+
+def slim_node(node: dict[str, Any]) -> dict[str, Any]:
+    meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    assert isinstance(labels, Mapping)
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    return {"metadata": {"name": meta.get("name", "")},
+            "arch": str(labels.get(ARCH_LABEL) or info.get("architecture") or ""),
+            "os": str(labels.get(OS_LABEL) or info.get("operatingSystem") or "")}
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("status") == "True" for c in pod["status"]["conditions"])
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    """Carries noe's scheduling gate and is not bound yet."""
+    return not pod["spec"].get("nodeName") and SCHEDULING_GATE in gates_of(pod["spec"])
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    name: str
+    image: str
+    image_id: str
+    restart_count: int
+    crash_looping: bool
+    says_exec_format_error: bool
+
+
+def containers(pod: Mapping[str, Any]) -> Iterator[ContainerState]:
+    """Each container's state: crash-looping, and whether a current or last state message says it."""
+    for cs in pod["status"]["containerStatuses"]:
+        texts = [part.get("message", "") for state in (cs["state"], cs["lastState"])
+                 for part in state.values() if isinstance(part, Mapping)]
+        waiting = cs["state"].get("waiting") or {}
+        yield ContainerState(
+            cs["name"], cs["image"], cs["imageID"], cs["restartCount"],
+            crash_looping=waiting.get("reason") == "CrashLoopBackOff",
+            says_exec_format_error=any(EXEC_FORMAT_ERROR in text.lower() for text in texts),
+        )

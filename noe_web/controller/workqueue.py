@@ -1,0 +1,96 @@
+"""A work queue of keys, as client-go's: each key at most once in the queue and never on two workers.
+
+A key added while a worker holds it is handed out again once that worker is
+done; a key can be added with a delay (retries, backoff), and the sooner of
+two requested times wins.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._ready: dict[K, None] = {}
+        self._delayed: list[tuple[float, int, K]] = []
+        self._due: dict[K, float] = {}
+        self._active: set[K] = set()
+        self._again: set[K] = set()
+        self._seq = 0
+        self._closed = False
+
+    def add(self, key: K, delay: float = 0.0) -> None:
+        with self._cond:
+            if delay <= 0:
+                if key in self._active:
+                    self._again.add(key)
+                else:
+                    self._ready[key] = None
+                self._due.pop(key, None)
+                self._cond.notify()
+                return
+            due = self._clock() + delay
+            if key in self._ready or self._due.get(key, float("inf")) <= due:
+                return
+            self._due[key] = due
+            self._seq += 1
+            heapq.heappush(self._delayed, (due, self._seq, key))
+            self._cond.notify()
+
+    def get(self, timeout: float = 1.0) -> K | None:
+        """The next key to work on (the caller must call :meth:`done`), or ``None`` on timeout or close."""
+        end = self._clock() + timeout
+        with self._cond:
+            while not self._closed:
+                now = self._clock()
+                while self._delayed and self._delayed[0][0] <= now:
+                    due, _, key = heapq.heappop(self._delayed)
+                    if self._due.get(key) == due:
+                        del self._due[key]
+                        if key in self._active:
+                            self._again.add(key)
+                        else:
+                            self._ready[key] = None
+                for key in self._ready:
+                    if key not in self._active:
+                        del self._ready[key]
+                        self._active.add(key)
+                        return key
+                wait = end - now
+                if self._delayed:
+                    wait = min(wait, self._delayed[0][0] - now)
+                if end <= now:
+                    return None
+                self._cond.wait(max(wait, 0.001))
+            return None
+
+    def done(self, key: K) -> None:
+        with self._cond:
+            self._active.discard(key)
+            if key in self._again:
+                self._again.discard(key)
+                self._ready[key] = None
+                self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def pending(self) -> int:
+        """Keys ready or being worked on (delayed retries not counted): 0 means the queue has drained."""
+        with self._cond:
+            return len(self._ready) + len(self._active) + len(self._again)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._ready) + len(self._due)

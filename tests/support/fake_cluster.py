@@ -1,0 +1,467 @@
+"""A stand-in Kubernetes API for the controller: the fake API server of fake_kube_api, with a cluster in it.
+
+It speaks, over HTTPS and behind a kubeconfig, what ``noe controller`` uses:
+
+    GET    /api/v1/pods, /api/v1/nodes         lists (limit/continue, resourceVersion) and watches
+                                                (watch=1, allowWatchBookmarks, timeoutSeconds, 410 Gone)
+    GET    /api/v1/namespaces/NS/pods/NAME      one pod
+    PATCH  /api/v1/namespaces/NS/pods/NAME      application/json-patch+json: a failing ``test`` → 422,
+                                                a stale metadata.resourceVersion → 409, and a gated pod
+                                                may only gain scheduling constraints (as kube-apiserver)
+    POST   /api/v1/namespaces/NS/pods/NAME/eviction   201 (the pod goes away) or 429 from a budget
+    GET    /api/v1/namespaces/NS/pods/NAME/log  container, previous, tailLines, limitBytes
+    GET/POST/PUT /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]   409 on a stale resourceVersion
+    DELETE /api/v1/namespaces/NS/pods/NAME      (answered, and recorded: the controller must never send it)
+
+plus the Secrets and Events of the base server. Every change bumps one
+resourceVersion counter and is kept in a history that watches replay from;
+:meth:`FakeCluster.compact` drops that history and ends open watches, so a
+client coming back with an old resourceVersion gets ``410 Gone`` as the API
+server answers after etcd compaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import copy
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jsonpatch
+
+from tests.support.certs import CA
+from tests.support.fake_kube_api import FakeKubeAPI, FakeKubeState, _Handler, _status, start_fake_kube_api
+
+KINDS = {"pods": "Pod", "nodes": "Node", "leases": "Lease"}
+
+
+@dataclass
+class Budget:
+    """A PodDisruptionBudget reduced to what eviction reads: the pods it covers and disruptions left."""
+
+    namespace: str
+    match_labels: dict[str, str]
+    disruptions_allowed: int
+
+
+@dataclass
+class ClusterState(FakeKubeState):
+    rv: int = 1
+    objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = field(
+        default_factory=lambda: {kind: {} for kind in KINDS})
+    history: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
+    compacted: int = 0
+    watch_generation: int = 0
+    budgets: list[Budget] = field(default_factory=list)
+    logs: dict[tuple[str, str, str, bool], str] = field(default_factory=dict)
+    evicted: list[tuple[str, str]] = field(default_factory=list)
+    bookmark_interval: float = 0.5
+    watches_held: bool = False
+    before_patch: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
+    changed: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)
+
+    # --- called with the lock held ---------------------------------------------------------------
+    def _write(self, kind: str, event: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        meta = obj.setdefault("metadata", {})
+        key = (meta.get("namespace", ""), meta["name"])
+        if event == "DELETED":
+            self.objects[kind].pop(key, None)
+        else:
+            meta["resourceVersion"] = str(self.rv)
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            self.objects[kind][key] = obj
+        self.history.append((self.rv, kind, event, copy.deepcopy(obj)))
+        self.changed.notify_all()
+        return obj
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    for condition in pod.get("status", {}).get("conditions", []):
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False
+
+
+def _gated_update_problem(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+    """What kube-apiserver refuses in an update of a pod (most spec fields are immutable; a gated pod
+    may gain node selectors, affinity requirements and tolerations, and lose scheduling gates)."""
+    old, new = before.get("spec", {}), after.get("spec", {})
+    gated = bool(old.get("schedulingGates"))
+    for key in set(old) | set(new):
+        if key in ("nodeSelector", "affinity", "schedulingGates", "tolerations"):
+            continue
+        if old.get(key) != new.get(key):
+            return f"spec.{key}: Forbidden: pod updates may not change this field"
+    old_gates = [g["name"] for g in old.get("schedulingGates") or []]
+    new_gates = [g["name"] for g in new.get("schedulingGates") or []]
+    if any(g not in old_gates for g in new_gates):
+        return "spec.schedulingGates: Forbidden: only deletion is allowed"
+    old_tol, new_tol = old.get("tolerations") or [], new.get("tolerations") or []
+    if new_tol[: len(old_tol)] != old_tol:
+        return "spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"
+    if old.get("nodeSelector") == new.get("nodeSelector") and old.get("affinity") == new.get("affinity"):
+        return None
+    if not gated:
+        return "spec: Forbidden: node selection may only change on a pod with scheduling gates"
+    old_sel, new_sel = old.get("nodeSelector") or {}, new.get("nodeSelector") or {}
+    if any(new_sel.get(k) != v for k, v in old_sel.items()):
+        return "spec.nodeSelector: Invalid value: only additions to spec.nodeSelector are allowed"
+    old_na = (old.get("affinity") or {}).get("nodeAffinity")
+    new_na = (new.get("affinity") or {}).get("nodeAffinity")
+    if old_na is None:
+        return None
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    old_terms = (old_na.get(required) or {}).get("nodeSelectorTerms") or []
+    new_terms = ((new_na or {}).get(required) or {}).get("nodeSelectorTerms") or []
+    if not old_terms:
+        return None
+    if len(old_terms) != len(new_terms):
+        return "spec.affinity.nodeAffinity: Invalid value: nodeSelectorTerms may only gain requirements"
+    for before_term, after_term in zip(old_terms, new_terms, strict=True):
+        for part in ("matchExpressions", "matchFields"):
+            kept = before_term.get(part) or []
+            if (after_term.get(part) or [])[: len(kept)] != kept:
+                return "spec.affinity.nodeAffinity: Invalid value: existing requirements may not change"
+    return None
+
+
+class ClusterHandler(_Handler):
+    server: Any
+
+    @property
+    def cluster(self) -> ClusterState:
+        state: ClusterState = self.server.state
+        return state
+
+    def _query(self) -> dict[str, str]:
+        return {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+
+    def _route(self, method: str, parts: list[str], body: Any) -> None:
+        query = self._query()
+        if parts[:2] == ["api", "v1"] and len(parts) == 3 and parts[2] in ("pods", "nodes") and method == "GET":
+            if query.get("watch") in ("1", "true"):
+                self._watch(parts[2], query)
+            else:
+                self._list(parts[2], query)
+            return
+        if parts[:2] == ["api", "v1"] and len(parts) >= 6 and parts[2] == "namespaces" and parts[4] == "pods":
+            ns, name = parts[3], parts[5]
+            sub = parts[6] if len(parts) == 7 else ""
+            if sub == "eviction" and method == "POST":
+                self._evict(ns, name)
+            elif sub == "log" and method == "GET":
+                self._log(ns, name, query)
+            elif not sub and method == "GET":
+                self._get("pods", ns, name)
+            elif not sub and method == "PATCH":
+                self._patch(ns, name, body)
+            elif not sub and method == "DELETE":
+                with self.cluster.lock:
+                    pod = self.cluster.objects["pods"].get((ns, name))
+                    if pod is not None:
+                        self.cluster._write("pods", "DELETED", pod)
+                self._send(200 if pod else 404, pod or _status(404, "NotFound", f'pods "{name}" not found'))
+            else:
+                self._send(405, _status(405, "MethodNotAllowed", "not supported here"))
+            return
+        if parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and len(parts) >= 6 \
+                and parts[5] == "leases":
+            self._lease(method, parts[4], parts[6] if len(parts) == 7 else "", body)
+            return
+        super()._route(method, parts, body)
+
+    # --- lists and watches -----------------------------------------------------------------------
+    def _list(self, kind: str, query: dict[str, str]) -> None:
+        state = self.cluster
+        limit = int(query.get("limit") or 0)
+        token = query.get("continue")
+        with state.lock:
+            if token:
+                start_rv, after = json.loads(base64.b64decode(token))
+                if start_rv < state.compacted:
+                    self._send(410, _status(410, "Expired", "the provided continue parameter is too old"))
+                    return
+                list_rv = start_rv
+            else:
+                list_rv, after = state.rv, None
+            keys = sorted(state.objects[kind])
+            if after is not None:
+                keys = [k for k in keys if list(k) > after]
+            page = keys[:limit] if limit else keys
+            items = [copy.deepcopy(state.objects[kind][k]) for k in page]
+            more = bool(limit) and len(keys) > limit
+        metadata: dict[str, Any] = {"resourceVersion": str(list_rv)}
+        if more:
+            metadata["continue"] = base64.b64encode(json.dumps([list_rv, list(page[-1])]).encode()).decode()
+        self._send(200, {"kind": KINDS[kind] + "List", "apiVersion": "v1", "metadata": metadata, "items": items})
+
+    def _chunk(self, doc: dict[str, Any]) -> None:
+        data = json.dumps(doc).encode() + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _watch(self, kind: str, query: dict[str, str]) -> None:
+        state = self.cluster
+        since = int(query.get("resourceVersion") or 0)
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
+        end = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            with state.lock:
+                while state.watches_held and not state.stopping:
+                    state.changed.wait(0.1)  # an API server that is not answering watches (yet)
+                generation = state.watch_generation
+                if since < state.compacted:
+                    gone = _status(410, "Expired", f"too old resource version: {since} ({state.compacted})")
+                    self._chunk({"type": "ERROR", "object": gone})
+                    return
+            last_bookmark = time.monotonic()
+            with state.lock:  # the history only grows (compaction empties it and ends every watch)
+                position = bisect.bisect_right(state.history, since, key=lambda entry: entry[0])
+            while time.monotonic() < end and not state.stopping:
+                with state.lock:
+                    if generation != state.watch_generation:
+                        return  # compaction ends every open watch; clients come back and get 410
+                    if position >= len(state.history):
+                        state.changed.wait(0.1)
+                    fresh, position = state.history[position:], len(state.history)
+                    current = state.rv
+                pending = [(rv, e, o) for rv, k, e, o in fresh if k == kind and rv > since]
+                for rv, event, obj in pending:
+                    self._chunk({"type": event, "object": obj})
+                    since = rv
+                if bookmarks and time.monotonic() - last_bookmark >= state.bookmark_interval:
+                    since = max(since, current)
+                    self._chunk({"type": "BOOKMARK", "object": {
+                        "kind": KINDS[kind], "apiVersion": "v1", "metadata": {"resourceVersion": str(since)}}})
+                    last_bookmark = time.monotonic()
+        except OSError:
+            return
+        finally:
+            try:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:
+                pass
+            self.close_connection = True
+
+    # --- pods ------------------------------------------------------------------------------------
+    def _get(self, kind: str, ns: str, name: str) -> None:
+        with self.cluster.lock:
+            obj = copy.deepcopy(self.cluster.objects[kind].get((ns, name)))
+        if obj is None:
+            self._send(404, _status(404, "NotFound", f'{kind} "{name}" not found'))
+        else:
+            self._send(200, obj)
+
+    def _patch(self, ns: str, name: str, body: Any) -> None:
+        if self.headers.get("Content-Type") != "application/json-patch+json" or not isinstance(body, list):
+            self._send(415, _status(415, "UnsupportedMediaType", "this stand-in takes JSON Patch only"))
+            return
+        state = self.cluster
+        with state.lock:
+            pod = state.objects["pods"].get((ns, name))
+            if pod is None:
+                self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
+                return
+            if state.before_patch:  # another writer gets there first (a kubelet, a user's kubectl label)
+                concurrent = copy.deepcopy(pod)
+                state.before_patch.pop(0)(concurrent)
+                pod = state._write("pods", "MODIFIED", concurrent)
+            try:
+                patched = jsonpatch.apply_patch(pod, body)
+            except jsonpatch.JsonPatchTestFailed as exc:
+                self._send(422, _status(422, "Invalid", f"the server rejected our request: {exc}"))
+                return
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                self._send(422, _status(422, "Invalid", f"the patch does not apply: {exc}"))
+                return
+            if patched["metadata"].get("resourceVersion") != pod["metadata"]["resourceVersion"]:
+                self._send(409, _status(409, "Conflict", "the object has been modified; please apply your "
+                                                         "changes to the latest version and try again"))
+                return
+            problem = _gated_update_problem(pod, patched)
+            if problem:
+                self._send(422, _status(422, "Invalid", f'Pod "{name}" is invalid: {problem}'))
+                return
+            result = copy.deepcopy(state._write("pods", "MODIFIED", patched))
+        self._send(200, result)
+
+    def _evict(self, ns: str, name: str) -> None:
+        state = self.cluster
+        with state.lock:
+            pod = state.objects["pods"].get((ns, name))
+            if pod is None:
+                self._send(404, _status(404, "NotFound", f'pods "{name}" not found'))
+                return
+            labels = pod["metadata"].get("labels") or {}
+            for budget in state.budgets:
+                if budget.namespace == ns and all(labels.get(k) == v for k, v in budget.match_labels.items()):
+                    if budget.disruptions_allowed <= 0:
+                        self._send(429, _status(429, "TooManyRequests",
+                                                "Cannot evict pod as it would violate the pod's disruption budget."))
+                        return
+                    budget.disruptions_allowed -= 1
+            state._write("pods", "DELETED", pod)
+            state.evicted.append((ns, name))
+        self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+
+    def _log(self, ns: str, name: str, query: dict[str, str]) -> None:
+        previous = query.get("previous") in ("1", "true")
+        with self.cluster.lock:
+            text = self.cluster.logs.get((ns, name, query.get("container", ""), previous))
+        if text is None:
+            self._send(400, _status(400, "BadRequest", "previous terminated container not found"))
+            return
+        if query.get("tailLines"):
+            text = "".join(text.splitlines(keepends=True)[-int(query["tailLines"]):])
+        data = text.encode()
+        if query.get("limitBytes"):
+            data = data[: int(query["limitBytes"])]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    # --- leases ----------------------------------------------------------------------------------
+    def _lease(self, method: str, ns: str, name: str, body: Any) -> None:
+        state = self.cluster
+        if method == "GET" and name:
+            self._get("leases", ns, name)
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            self._send(400, _status(400, "BadRequest", "a Lease object is needed"))
+            return
+        with state.lock:
+            if method == "POST" and not name:
+                key = (ns, body["metadata"].get("name", ""))
+                if key in state.objects["leases"]:
+                    self._send(409, _status(409, "AlreadyExists", f'leases "{key[1]}" already exists'))
+                    return
+                body["metadata"]["namespace"] = ns
+                body["metadata"].pop("resourceVersion", None)
+                self._send(201, copy.deepcopy(state._write("leases", "ADDED", body)))
+                return
+            if method == "PUT" and name:
+                current = state.objects["leases"].get((ns, name))
+                if current is None:
+                    self._send(404, _status(404, "NotFound", f'leases "{name}" not found'))
+                    return
+                if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                    self._send(409, _status(409, "Conflict", "the object has been modified"))
+                    return
+                body["metadata"]["uid"] = current["metadata"]["uid"]
+                self._send(200, copy.deepcopy(state._write("leases", "MODIFIED", body)))
+                return
+        self._send(405, _status(405, "MethodNotAllowed", "not supported here"))
+
+
+@dataclass
+class FakeCluster:
+    """The running stand-in and helpers to change the cluster the way kubelets and controllers would."""
+
+    api: FakeKubeAPI
+    state: ClusterState
+
+    def add(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        with self.state.lock:
+            return copy.deepcopy(self.state._write(kind, "ADDED", copy.deepcopy(obj)))
+
+    def update(self, kind: str, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        with self.state.lock:
+            obj = copy.deepcopy(self.state.objects[kind][(namespace, name)])
+            change(obj)
+            self.state._write(kind, "MODIFIED", obj)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.state.lock:
+            return copy.deepcopy(self.state.objects[kind].get((namespace, name)))
+
+    def compact(self) -> None:
+        """Forget the history (as etcd compaction does) and end every open watch."""
+        with self.state.lock:
+            self.state.compacted = self.state.rv
+            self.state.history.clear()
+            self.state.watch_generation += 1
+            self.state.changed.notify_all()
+
+    def change_before_next_patch(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """The next pod PATCH finds the pod changed by someone else just before it arrives."""
+        with self.state.lock:
+            self.state.before_patch.append(change)
+
+    @contextmanager
+    def watches_held(self) -> Iterator[None]:
+        """End open watches and hold new ones until the block ends (the client misses what happens in it)."""
+        with self.state.lock:
+            self.state.watches_held = True
+            self.state.watch_generation += 1
+            self.state.changed.notify_all()
+        try:
+            yield
+        finally:
+            with self.state.lock:
+                self.state.watches_held = False
+                self.state.changed.notify_all()
+
+    def set_log(self, namespace: str, pod: str, container: str, text: str, *, previous: bool = True) -> None:
+        with self.state.lock:
+            self.state.logs[(namespace, pod, container, previous)] = text
+
+    def add_budget(self, namespace: str, match_labels: dict[str, str], disruptions_allowed: int) -> Budget:
+        budget = Budget(namespace, dict(match_labels), disruptions_allowed)
+        with self.state.lock:
+            self.state.budgets.append(budget)
+        return budget
+
+    def set_budget(self, budget: Budget, disruptions_allowed: int) -> None:
+        with self.state.lock:
+            budget.disruptions_allowed = disruptions_allowed
+
+    def writes(self) -> list[tuple[str, str]]:
+        """Every request that changes something (method, path), Event writes included."""
+        return [(r.method, r.path) for r in self.api.requests_snapshot() if r.method != "GET"]
+
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.api.events_snapshot() if reason is None or e.get("reason") == reason]
+
+    def wait(self, condition: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+        end = time.monotonic() + timeout
+        while True:
+            value = condition()
+            if value or time.monotonic() > end:
+                return value
+            time.sleep(interval)
+
+
+@contextmanager
+def start_fake_cluster(ca: CA, *, tokens: tuple[str, ...] = ()) -> Iterator[FakeCluster]:
+    state = ClusterState()
+    with start_fake_kube_api(ca, tokens=tokens, handler=ClusterHandler, state=state) as api:
+        yield FakeCluster(api, state)
+
+
+def owned_by(kind: str, name: str, api_version: str = "apps/v1") -> list[dict[str, Any]]:
+    return [{"apiVersion": api_version, "kind": kind, "name": name, "uid": str(uuid.uuid4()),
+             "controller": True, "blockOwnerDeletion": True}]
+
+
+def ready(value: bool) -> dict[str, Any]:
+    return {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if value else "False"}]}
