@@ -13,7 +13,11 @@ then starts, with one self-signed certificate, 2 gthread workers x 8 threads eac
 AdmissionReview with CONCURRENCY connections to each, ROUNDS rounds alternating
 (default 5). Each round's ratio compares two runs made seconds apart, so load
 from elsewhere on a shared machine affects both sides alike; the median of the
-rounds' ratios is the figure, with the median requests/s of each side.
+rounds' ratios is the figure, with the median requests/s of each side. The servers' CPU time
+per request (user + system, from /proc, master and workers) is printed too: it is the cost
+itself, which a busy machine distorts far less than a rate.
+
+Extra arguments after ROUNDS are passed to ``noe serve`` (e.g. ``--log-level WARNING``).
 """
 
 from __future__ import annotations
@@ -72,6 +76,23 @@ def drain(proc: subprocess.Popen[bytes]) -> list[int]:
     return count
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` and its children (gunicorn's master and workers), from /proc."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        pending.extend(int(child) for child in children)
+    return total
+
+
 def ab(url: str, body: Path, requests_count: int, concurrency: int) -> float:
     out = subprocess.run(
         ["ab", "-q", "-k", "-n", str(requests_count), "-c", str(concurrency), "-p", str(body),
@@ -104,7 +125,7 @@ def main() -> None:
             [sys.executable, "-m", "noe_web", "serve", "--bind", f"127.0.0.1:{noe_port}",
              "--tls-cert-file", str(tls.cert_file), "--tls-key-file", str(tls.key_file),
              "--metrics-addr", f"127.0.0.1:{free_port()}", "--insecure-registries", "127.0.0.1:*",
-             "--workers", WORKERS, "--threads", THREADS],
+             "--workers", WORKERS, "--threads", THREADS, *sys.argv[4:]],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
         )
         logged = drain(noe)
@@ -132,10 +153,12 @@ def main() -> None:
             wait_ready(bare_url, tls.ca_file, bare)
             ab(noe_url, body, 200, concurrency)  # warm-up of both
             ab(bare_url, body, 200, concurrency)
-            noe_rps, bare_rps = [], []
+            noe_rps, bare_rps, noe_cpu, bare_cpu = [], [], [], []
             for _ in range(rounds):
-                noe_rps.append(ab(noe_url, body, count, concurrency))
-                bare_rps.append(ab(bare_url, body, count, concurrency))
+                for url, proc, rps, cpu in ((noe_url, noe, noe_rps, noe_cpu), (bare_url, bare, bare_rps, bare_cpu)):
+                    before = cpu_seconds(proc.pid)
+                    rps.append(ab(url, body, count, concurrency))
+                    cpu.append((cpu_seconds(proc.pid) - before) / count * 1e6)
         finally:
             for proc in (noe, bare):
                 if proc is not None:
@@ -147,6 +170,9 @@ def main() -> None:
           f"{WORKERS} workers x {THREADS} threads, TLS on 127.0.0.1")
     print(f"noe serve (warm, 2 registry images)  {noe_median:8.0f} req/s   rounds {[round(r) for r in noe_rps]}")
     print(f"bare Flask app (fixed answer)        {bare_median:8.0f} req/s   rounds {[round(r) for r in bare_rps]}")
+    print(f"server CPU per request: noe {statistics.median(noe_cpu):.0f} us, bare {statistics.median(bare_cpu):.0f} us "
+          f"(noe / bare x{statistics.median(n / b for n, b in zip(noe_cpu, bare_cpu, strict=True)):.2f}; "
+          "CPU time is what load elsewhere on the machine disturbs least)")
     print(f"noe serve wrote {logged[0]} log lines (one per admission at INFO), read through a pipe")
     print(f"noe / bare: x{statistics.median(ratios):.2f} (median of the rounds' ratios "
           f"{', '.join(f'{r:.2f}' for r in ratios)})")

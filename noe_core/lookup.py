@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TypeAlias
 
 from noe_core.platform import Platform, normalize_os, parse_platform
@@ -46,14 +46,13 @@ class ImagePlatforms:
     @cached_property
     def entries(self) -> PlatformEntries:
         """The entries as rule 4 reads them, computed once per value (a warm cache hands out the same one)."""
-        known = [p for p in self.platforms if not p.is_unknown]
-        valid = [p for p in known if _usable(p)]
-        runnable = [p for p in valid if p.architecture]
+        read = [_read(p.os, p.architecture, p.variant, p.os_version) for p in self.platforms if not p.is_unknown]
+        runnable = [entry for entry in read if entry.usable and entry.arch]
         return PlatformEntries(
-            offered=tuple(sorted({str(p) for p in runnable})),
-            incomplete=tuple(str(p) or "(empty)" for p in valid if not p.os or not p.architecture),
-            arch_os=tuple(dict.fromkeys((normalize_arch_name(p.architecture), normalize_os(p.os)) for p in runnable)),
-            unusable=tuple(str(p) for p in known if not _usable(p)),
+            offered=tuple(sorted({entry.text for entry in runnable})),
+            incomplete=tuple(entry.text or "(empty)" for entry in read if entry.usable and not entry.complete),
+            arch_os=tuple(dict.fromkeys((entry.arch, entry.os) for entry in runnable)),
+            unusable=tuple(entry.text for entry in read if not entry.usable),
         )
 
     @classmethod
@@ -62,9 +61,22 @@ class ImagePlatforms:
         return cls(tuple(parse_platform(p) for p in platforms), digest)
 
 
-def _usable(platform: Platform) -> bool:
-    arch = normalize_arch_name(platform.architecture) if platform.architecture else ""
-    return all(is_label_value(value) for value in (platform.os, arch, platform.variant))
+@dataclass(frozen=True)
+class _Entry:
+    text: str
+    arch: str
+    os: str
+    complete: bool
+    usable: bool
+
+
+@lru_cache(maxsize=4096)
+def _read(os_name: str, architecture: str, variant: str, os_version: str) -> _Entry:
+    """One platform entry as rule 4 reads it; registries repeat the same few, so each is read once."""
+    arch = normalize_arch_name(architecture) if architecture else ""
+    text = str(Platform(os_name, architecture, variant, os_version))
+    usable = all(is_label_value(value) for value in (os_name, arch, variant))
+    return _Entry(text, arch, normalize_os(os_name), bool(os_name and architecture), usable)
 
 
 @dataclass(frozen=True)
