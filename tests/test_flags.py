@@ -53,6 +53,7 @@ FREE_TEXT = {
     ("mutate", "--containerd-config"), ("inspect", "--containerd-config"), ("serve", "--containerd-config"),
     ("report", "--containerd-config"),
     ("serve", "--state-dir"),  # created when missing
+    ("serve", "--cache-dir"),  # created when missing; unusable: a warning and the in-memory cache
     ("serve", "--control-socket"),  # created by gunicorn
 }
 # Option names two commands use for different settings, each declared once per meaning.

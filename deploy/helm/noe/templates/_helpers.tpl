@@ -148,6 +148,7 @@ credential-provider config and binary directories.
 {{- $args = append $args "--cert-dir=/etc/noe/tls" -}}
 {{- $args = append $args (printf "--metrics-addr=:%v" $v.service.metricsPort) -}}
 {{- $args = append $args "--state-dir=/var/run/noe/state" -}}
+{{- $args = append $args "--cache-dir=/var/run/noe/cache" -}}
 {{- $args = append $args (printf "--workers=%v" $v.workers) -}}
 {{- $args = append $args (printf "--threads=%v" $v.threads) -}}
 {{- $args = append $args (printf "--admission-deadline=%v" $v.admissionDeadline) -}}
