@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,12 @@ def sized(settings: RegistrySettings, ns: argparse.Namespace) -> RegistrySetting
     return dataclasses.replace(settings, max_cached_images=ns.max_cached_images, max_cached_tags=ns.max_cached_tags)
 
 
-def open_cache(ns: argparse.Namespace) -> CacheStore | None:
+def open_cache(
+    ns: argparse.Namespace, on_evict: Callable[[str, int], None] | None = None
+) -> CacheStore | None:
     """The shared store for this process; ``None`` (warned) when the directory cannot hold one."""
-    return open_store(cache_dir(ns), max_images=ns.max_cached_images, max_tags=ns.max_cached_tags)
+    return open_store(cache_dir(ns), max_images=ns.max_cached_images, max_tags=ns.max_cached_tags,
+                      on_evict=on_evict)
 
 
 # -- noe cache ------------------------------------------------------------------------------

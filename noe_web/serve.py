@@ -125,7 +125,7 @@ def build_app(config: ServeConfig, api: Any) -> Any:
         settings=settings,
         keychain=config.node_keychain,
         observer=ObserverTee(metrics),
-        store=open_cache(config.args),
+        store=open_cache(config.args, on_evict=lambda table, n: metrics.cache_evictions.labels(table).inc(n)),
     )
     kube = events = None
     if api is not None:

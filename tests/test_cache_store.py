@@ -87,7 +87,8 @@ from noe_core.registry.cache_store import open_store
 store = open_store(Path(sys.argv[1]), max_images=int(sys.argv[3]), max_tags=10)
 name = sys.argv[2]
 for i in range(int(sys.argv[4])):
-    store.put_content("r/" + name, "sha256:%064d" % i, "media/" + name, '[["linux","amd64","","",[],"%s-%d"]]' % (name, i))
+    platforms = '[["linux","amd64","","",[],"%s-%d"]]' % (name, i)
+    store.put_content("r/" + name, "sha256:%064d" % i, "media/" + name, platforms)
 store.close()
 """
 
@@ -229,3 +230,21 @@ def test_a_restart_reads_nothing_again_and_stale_tags_cost_one_head_each(
     heads = registry.requests_since(mark, method="HEAD")
     assert len(heads) == len(images) and all("/manifests/v1" in e.path for e in heads)
     assert registry.count(since=mark, method="GET") == 0
+
+
+def test_evictions_are_reported_and_the_least_recently_used_go(tmp_path: Path) -> None:
+    evicted: list[tuple[str, int]] = []
+    wall = [1000.0]
+    store = open_store(tmp_path, max_images=2, max_tags=10, wall=lambda: wall[0],
+                       on_evict=lambda table, n: evicted.append((table, n)))
+    assert store is not None
+    for i in range(3):
+        wall[0] += 100
+        store.put_content("r/app", f"sha256:{i}", "m", "[]")
+    wall[0] += 100
+    assert store.content("r/app", "sha256:1") is not None  # used again: now the newest
+    wall[0] += 100
+    store.put_content("r/app", "sha256:3", "m", "[]")
+    assert evicted == [("content", 1), ("content", 1)]
+    assert sorted(i.digest for i in store.images()) == ["sha256:1", "sha256:3"]
+    store.close()

@@ -11,6 +11,9 @@ import base64
 import concurrent.futures
 import json
 import os
+import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,7 +112,7 @@ def _private_pod(image: str, namespace: str, secret: bool) -> dict[str, Any]:
     return p
 
 
-def test_a_cached_private_image_is_served_only_to_pods_whose_credentials_read_it(  # noqa: PLR0917
+def test_a_cached_private_image_is_served_only_to_pods_whose_credentials_read_it(
     noe: NoeProcess, kube_api: FakeKubeAPI, basic_registry: RegistryServer,
     basic_credentials: tuple[str, str], make_repo: Any,
 ) -> None:
@@ -188,7 +191,7 @@ def test_a_restart_fetches_nothing_again_and_stale_tags_cost_one_head_each(
 
 
 @pytest.mark.parametrize("damage", ["truncated", "random-bytes", "wrong-schema", "unwritable"])
-def test_a_damaged_cache_never_stops_the_webhook(  # noqa: PLR0917
+def test_a_damaged_cache_never_stops_the_webhook(
     tmp_path: Path, kube_api: FakeKubeAPI, registry: RegistryServer, pushed_images: dict[str, PushedImage],
     damage: str,
 ) -> None:
@@ -201,8 +204,6 @@ def test_a_damaged_cache_never_stops_the_webhook(  # noqa: PLR0917
     elif damage == "random-bytes":
         cache.write_bytes(os.urandom(16384))
     elif damage == "wrong-schema":
-        import sqlite3  # noqa: PLC0415
-
         with sqlite3.connect(cache) as db:
             db.execute("PRAGMA user_version = 42")
             db.execute("CREATE TABLE content (x)")
@@ -226,9 +227,6 @@ def test_a_damaged_cache_never_stops_the_webhook(  # noqa: PLR0917
 def test_noe_cache_lists_stats_and_purges_what_serve_stored(
     noe: NoeProcess, registry: RegistryServer, make_repo: Any, tmp_path: Path,
 ) -> None:
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
     image = push_image(registry, make_repo(), "v1", image_config("linux", "s390x"))
     with noe.session() as http:
         post_review(http, noe, admission_review(pod([image.reference], namespace="e2e-cli"), uid=uid()))
@@ -249,3 +247,7 @@ def test_noe_cache_lists_stats_and_purges_what_serve_stored(
     assert all(e["image"] != mine[0]["image"] for e in json.loads(cache("list", "-o", "json").stdout))
     bad = cache("purge", "UPPER/Case::bad")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    with requests.get(f"http://127.0.0.1:{noe.metrics_port}/metrics", timeout=10) as resp:
+        metrics = resp.text
+    assert 'noe_registry_cache_hits_total{kind="memory"}' in metrics
+    assert 'noe_registry_cache_misses_total{kind="disk"}' in metrics

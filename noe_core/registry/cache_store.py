@@ -119,9 +119,16 @@ class CacheStore:
     """The shared SQLite cache; thread-safe (one connection per thread), process-safe (SQLite, lockf)."""
 
     def __init__(
-        self, directory: Path, *, max_images: int, max_tags: int, wall: WallClock = time.time
+        self,
+        directory: Path,
+        *,
+        max_images: int,
+        max_tags: int,
+        wall: WallClock = time.time,
+        on_evict: Callable[[str, int], None] | None = None,
     ) -> None:
         self.directory = directory
+        self._on_evict = on_evict
         self.path = directory / DB_FILE
         self.max_images = max_images
         self.max_tags = max_tags
@@ -302,6 +309,8 @@ class CacheStore:
                 if excess > 0:
                     self._db.execute(_delete_oldest(table, order), (excess,))
                     self.evictions += excess
+                    if self._on_evict is not None:
+                        self._on_evict(table, excess)
         except sqlite3.Error as exc:
             log.warning("registry cache %s: eviction skipped: %s", self.path, exc)
 
@@ -417,7 +426,12 @@ def _load_key(path: Path) -> bytes:
 
 
 def open_store(
-    directory: Path, *, max_images: int, max_tags: int, wall: WallClock = time.time
+    directory: Path,
+    *,
+    max_images: int,
+    max_tags: int,
+    wall: WallClock = time.time,
+    on_evict: Callable[[str, int], None] | None = None,
 ) -> CacheStore | None:
     """The store in ``directory``; a damaged file is moved aside; ``None`` (with a warning) when unusable."""
     try:
@@ -427,7 +441,7 @@ def open_store(
         return None
     for attempt in range(2):
         try:
-            return CacheStore(directory, max_images=max_images, max_tags=max_tags, wall=wall)
+            return CacheStore(directory, max_images=max_images, max_tags=max_tags, wall=wall, on_evict=on_evict)
         except sqlite3.OperationalError as exc:
             # Cannot open, lock or write (read-only files, a full disk): not the file's fault.
             log.warning("registry cache %s unusable (%s); caching in memory only", directory / DB_FILE, exc)

@@ -284,8 +284,12 @@ class Resolver:
     def _content_get(self, context: str, digest: str) -> _Content | None:
         """Memory, then disk (copied into memory); ``None`` when neither has it."""
         content = self._content.get((context, digest))
-        if content is not None or self.store is None:
+        if content is not None:
+            self._observer.cache_hit("memory")
             return content
+        self._observer.cache_miss("memory")
+        if self.store is None:
+            return None
         row = self.store.content(context, digest)
         if row is None:
             self._observer.cache_miss("disk")
