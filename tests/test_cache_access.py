@@ -145,10 +145,14 @@ def test_grants_and_answers_are_shared_through_the_store_without_credentials_on_
     mark = registry.mark()
     second = open_store(tmp_path, max_images=100, max_tags=100)
     with Resolver(session, settings=SETTINGS, store=second) as worker_2:
+        # The fast path stays off the disk; the slow one finds the facts and the grant there.
+        assert worker_2.cached(image.reference, keychain=team) is None
         assert worker_2.resolve(image.reference, deadline=Deadline.after(20), keychain=team).digest == image.digest
+        assert registry.count(since=mark) == 0
+        assert worker_2.cached(image.reference, keychain=team) is not None
         with pytest.raises(AuthError):
             worker_2.resolve(image.reference, deadline=Deadline.after(20))
-    assert registry.count(since=mark, method="GET") == 0  # the facts and the grant came from disk
+    assert registry.count(since=mark, method="GET") == 0
     stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith(DB_FILE))
     assert password.encode() not in stored and user.encode() + b":" not in stored
 

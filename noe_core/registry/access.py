@@ -57,12 +57,16 @@ class AccessGrants:
         """Whether ``context`` was read anonymously within the TTL (memory only: for the no-I/O path)."""
         return self._memory.get((context, ANONYMOUS)) is not None
 
-    def allows(self, context: str, credentials: Sequence[Credential]) -> bool:
-        """Whether a request holding ``credentials`` may be given a cached answer for ``context``."""
+    def allows(self, context: str, credentials: Sequence[Credential], *, disk: bool = True) -> bool:
+        """Whether a request holding ``credentials`` may be given a cached answer for ``context``.
+
+        ``disk=False`` asks memory alone (the no-I/O fast path; a grant only another worker
+        recorded is then found by the slower path, still without a request to the registry).
+        """
         fingerprints = [ANONYMOUS, *(self.fingerprint(c) for c in credentials)]
         if any(self._memory.get((context, f)) is not None for f in fingerprints):
             return True
-        if self._store is None:
+        if self._store is None or not disk:
             return False
         found = self._store.granted(context, fingerprints)
         if found is None:

@@ -240,7 +240,7 @@ class Resolver:
             return None
         if not self.access.is_public(target.context):
             credentials = self._credentials(target, keychain, Deadline.never())
-            if not self.access.allows(target.context, credentials):
+            if not self.access.allows(target.context, credentials, disk=False):
                 return None
         self._observer.cache_hit(kind)
         self._observer.cache_hit("memory")
