@@ -94,6 +94,13 @@ def test_50_concurrent_admissions_of_a_new_image_over_2_workers_cost_one_manifes
     assert manifest_gets(registry, mark) == 1
     assert registry.count("GET", "/blobs/", since=mark) == 1
 
+    # A failure is shared the same way: one 404, then every worker answers from the failure cache.
+    missing = f"{registry.host}/{make_repo()}:v1"
+    mark = registry.mark()
+    refused = admit_many(noe, [missing], 30, "e2e-burst")
+    assert all(any("cannot inspect" in w for w in r["warnings"]) for r in refused)
+    assert [e.status for e in registry.requests_since(mark)] == [404]
+
 
 def _pull_secret(registry: RegistryServer, namespace: str, user: str, password: str) -> dict[str, Any]:
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()

@@ -205,7 +205,9 @@ class Resolver:
             # The same object is raised on every hit: without a fresh traceback each raise would
             # append this caller's frames to it, and keep them alive as long as the entry.
             raise failure.with_traceback(None)
-        self._stored_failure(target, credentials)
+        remembered = self._stored_failure(target, credentials)
+        if remembered is not None:
+            raise remembered
         info, shared = self._flight.do(
             key, lambda: self._resolve_fresh(ref, target, credentials, key, deadline), deadline
         )
@@ -260,16 +262,16 @@ class Resolver:
     def _credentials_key(self, credentials: Sequence[Credential]) -> str:
         return ",".join(self.access.fingerprint(c) for c in credentials)
 
-    def _stored_failure(self, target: Reference, credentials: Sequence[Credential]) -> None:
-        """Raise the failure another worker remembered for this image and these credentials."""
+    def _stored_failure(self, target: Reference, credentials: Sequence[Credential]) -> RegistryError | None:
+        """The failure a worker remembered on disk for this image and these credentials, if any."""
         if self.store is None:
-            return
+            return None
         stored = self.store.failure(target.context, target.identifier, self._credentials_key(credentials))
         if stored is None:
-            return
+            return None
         self._observer.cache_hit("negative")
         kind = AuthError if stored.status in (401, 403) else RegistryError
-        raise kind(stored.message, registry=target.api_host, status=stored.status)
+        return kind(stored.message, registry=target.api_host, status=stored.status)
 
     @contextlib.contextmanager
     def _across_workers(self, target: Reference, deadline: Deadline) -> Iterator[None]:
@@ -355,8 +357,13 @@ class Resolver:
         key: tuple[str, str, tuple[str, ...]],
         deadline: Deadline,
     ) -> ImageInfo:
+        remembered: RegistryError | None = None
         try:
             with self._across_workers(target, deadline):
+                # The worker this one waited for may have failed: its failure is on disk now.
+                remembered = self._stored_failure(target, credentials)
+                if remembered is not None:
+                    raise remembered
                 if target.digest is not None:
                     digest = target.digest
                     content = self._by_digest(target, digest, credentials, deadline)
@@ -365,7 +372,7 @@ class Resolver:
         except _NEVER_CACHED:
             raise
         except NoeError as exc:
-            if self.settings.negative_cache_ttl > 0:
+            if self.settings.negative_cache_ttl > 0 and exc is not remembered:
                 self._negative.set(key, exc, self.settings.negative_cache_ttl)
                 if self.store is not None and not (isinstance(exc, RegistryError) and exc.temporary):
                     self.store.put_failure(
