@@ -42,6 +42,7 @@ def _missing_extra(missing: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The full ``noe`` parser; the Helm chart's arguments are tested against it."""
     from noe_web.controller.command import add_controller_parser  # noqa: PLC0415
+    from noe_web.registry_cache import add_cache_parser  # noqa: PLC0415
     from noe_web.report import add_report_parser  # noqa: PLC0415
     from noe_web.serve import add_serve_parser  # noqa: PLC0415
 
@@ -54,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         if exc.name not in WEB_EXTRA_MODULES:
             raise
         add_certs = _needs_web_extra("certs", exc.name)
-    return build_core_parser(extra=(add_serve_parser, add_controller_parser, add_certs, add_report_parser))
+    return build_core_parser(
+        extra=(add_serve_parser, add_controller_parser, add_certs, add_report_parser, add_cache_parser)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -97,9 +97,22 @@ CONTROL_SOCKET = Flag("--control-socket", FilePath("PATH"), default="",
                            "filesystem needs")
 LOG_LEVEL_FLAG = Flag("--log-level", LOG_LEVEL, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
 
+
+# --- the shared registry cache (noe serve, noe cache) ---------------------------------------------------------
+
+CACHE_DIR = Flag("--cache-dir", FilePath("DIR"), default="",
+                 help="directory of the registry cache shared by the workers and kept across restarts "
+                      "(empty: --state-dir)")
+MAX_CACHED_IMAGES = Flag("--max-cached-images", Integer(1, 10_000_000), default="4096",
+                         help="image digests kept in the registry cache (least recently used evicted)")
+MAX_CACHED_TAGS = Flag("--max-cached-tags", Integer(1, 10_000_000), default="8192",
+                       help="tags (and failures, and credential checks) kept in the registry cache")
+CACHE_FLAGS = (STATE_DIR, CACHE_DIR, MAX_CACHED_IMAGES, MAX_CACHED_TAGS)
+
 SERVE_FLAGS = (BIND, TLS_CERT_FILE, TLS_KEY_FILE, CERT_DIR, STATE_DIR, METRICS_ADDR, WORKERS, THREADS,
                GRACEFUL_TIMEOUT, KUBECONFIG, ADMISSION_DEADLINE, ON_LOOKUP_FAILURE, IMAGE_PLATFORMS,
-               PULL_SECRET_CACHE_TTL, EVENT_QUEUE_SIZE, MAX_BODY_BYTES, CONTROL_SOCKET, LOG_LEVEL_FLAG)
+               PULL_SECRET_CACHE_TTL, EVENT_QUEUE_SIZE, MAX_BODY_BYTES, CONTROL_SOCKET, LOG_LEVEL_FLAG,
+               CACHE_DIR, MAX_CACHED_IMAGES, MAX_CACHED_TAGS)
 
 # --- noe certs ---------------------------------------------------------------------------------------------
 

@@ -189,6 +189,15 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        # --- the shared registry cache (noe_core.registry.cache_store) ---------------------------------
+        # Hits and misses by layer are noe_registry_cache_{hits,misses}_total{kind="memory"|"disk"};
+        # waits for another worker's fetch are noe_registry_cache_coalesced_total{kind="worker"}.
+        self.cache_evictions = Counter(
+            "noe_registry_cache_evictions_total",
+            "Entries the shared registry cache evicted (least recently used), by table.",
+            ["table"],
+            registry=r,
+        )
 
     def instrument_session(self, session: requests.Session) -> None:
         """Time every answered request of *session* (the registry client's) into the duration histogram.

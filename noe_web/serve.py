@@ -117,13 +117,17 @@ def build_app(config: ServeConfig, api: Any) -> Any:
     configure_logging(config.log_level)
     metrics = Metrics()
     static = StaticPlatforms.load(config.image_platforms) if config.image_platforms else None
-    session = make_session(config.registry)
+    from noe_web.registry_cache import open_cache, sized  # noqa: PLC0415
+
+    settings = sized(config.registry, config.args)
+    session = make_session(settings)
     metrics.instrument_session(session)
     resolver = Resolver(
         session,
-        settings=config.registry,
+        settings=settings,
         keychain=config.node_keychain,
         observer=ObserverTee(metrics),
+        store=open_cache(config.args, on_evict=lambda table, n: metrics.cache_evictions.labels(table).inc(n)),
     )
     kube = events = None
     if api is not None:
@@ -182,6 +186,7 @@ def run_serve(ns: argparse.Namespace) -> int:
     if api is None:
         log.warning("no Kubernetes API access (no --kubeconfig, not in a cluster): "
                     "imagePullSecrets are not read and no Events are written")
+    _check_cache(config)
     cleanup: Callable[[], None] = lambda: None  # noqa: E731
     metrics_server = None
     if config.metrics_enabled:
@@ -242,6 +247,16 @@ def run_serve(ns: argparse.Namespace) -> int:
         if os.getpid() == master_pid:
             cleanup()  # also when the arbiter stops before its on_exit hook
     return 0
+
+
+def _check_cache(config: ServeConfig) -> None:
+    """Open the shared registry cache once before the workers fork: a damaged file is moved aside
+    (and warned about) here, once, rather than by workers racing each other."""
+    from noe_web.registry_cache import open_cache  # noqa: PLC0415
+
+    store = open_cache(config.args)
+    if store is not None:
+        store.close()
 
 
 def _tls(config: ServeConfig) -> tuple[Path, Path, Path | None, bool]:

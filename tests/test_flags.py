@@ -54,6 +54,7 @@ FREE_TEXT = {
     ("mutate", "--containerd-config"), ("inspect", "--containerd-config"), ("serve", "--containerd-config"),
     ("report", "--containerd-config"),
     ("serve", "--state-dir"),  # created when missing
+    ("serve", "--cache-dir"),  # created when missing; unusable: a warning and the in-memory cache
     ("serve", "--control-socket"),  # created by gunicorn
     ("controller", "--docker-config"), ("controller", "--containerd-config"),
 }

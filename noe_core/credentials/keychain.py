@@ -71,8 +71,14 @@ class Credential:
     @property
     def fingerprint(self) -> str:
         """Short non-secret digest of username and secret: equal only for the same credential."""
+        return self.keyed_fingerprint(_FINGERPRINT_KEY)[:16]
+
+    def keyed_fingerprint(self, key: bytes) -> str:
+        """HMAC-SHA256 of username and secret under ``key``: a cache shared between processes
+        (:mod:`noe_core.registry.cache_store`) brings its own key, so its fingerprints agree
+        across workers and restarts while a fingerprint alone still cannot test password guesses."""
         message = "\0".join((self.username, self.password, self.identity_token)).encode()
-        return hmac.new(_FINGERPRINT_KEY, message, hashlib.sha256).hexdigest()[:16]
+        return hmac.new(key, message, hashlib.sha256).hexdigest()
 
     @property
     def identity(self) -> str:

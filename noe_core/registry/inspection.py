@@ -100,7 +100,7 @@ class ImageInspector:
         if callable(cached):
             # Warm images are answered here: a hand-off to a lookup thread costs more than the lookup.
             for image in images:
-                info = cached(image)
+                info = cached(image, keychain=keychain)
                 if info is not None:
                     out[image] = lookup_from_info(info)
             images = [image for image in images if image not in out]

@@ -26,25 +26,39 @@ Caches (all bounded LRU, thread-safe):
 * failures: ``negative_cache_ttl``, so a failing registry is not hammered
   (digest mismatches and the caller's own deadline are not cached).
 
+With a :class:`~noe_core.registry.cache_store.CacheStore` (``noe serve``), the
+digest, tag and failure caches are backed by one SQLite file per node: a miss
+in memory is looked up on disk before the registry, and what is fetched is
+written there for the other workers and the next start. The memory layer stays
+in front, so warm images never touch the disk.
+
+A cached answer is given only to a request allowed to see it
+(:mod:`noe_core.registry.access`): images read anonymously are shared; others
+need one of the request's credentials to have been seen reading the
+repository, else one ``HEAD`` with them verifies it first.
+
 Concurrent lookups of the same image (and the same credentials) share one
-in-flight resolution. ``--registry-proxies`` mirrors are applied to the
+in-flight resolution; with a store, workers share it too (a lock per key
+stripe, waited for within the deadline). ``--registry-proxies`` mirrors are applied to the
 registry host before anything else, so credentials are looked up for, and
 tokens sent to, the mirror.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import requests
 
-from noe_core.cache import LRUCache, SingleFlight
+from noe_core.cache import Entry, LRUCache, SingleFlight
 from noe_core.credentials.keychain import Credential, Keychain, unique
 from noe_core.deadline import Clock, Deadline
-from noe_core.errors import DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
+from noe_core.errors import AuthError, DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
 from noe_core.hostmatch import host_glob_matches
 from noe_core.manifest import (
     ACCEPT_MANIFESTS,
@@ -59,6 +73,8 @@ from noe_core.manifest import (
 from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.platform import Platform
 from noe_core.reference import Reference, parse_reference
+from noe_core.registry.access import AccessGrants
+from noe_core.registry.cache_store import CacheStore
 from noe_core.registry.sender import HTTPResult, make_session, status_error
 from noe_core.registry.transport import Transport
 from noe_core.registry_settings import RegistrySettings
@@ -100,6 +116,22 @@ class _Content:
     media_type: str
     platforms: tuple[ResolvedPlatform, ...]
 
+    def platforms_json(self) -> str:
+        """The platforms as the store keeps them (every field, so nothing is lost on the way back)."""
+        return json.dumps([
+            [p.platform.os, p.platform.architecture, p.platform.variant, p.platform.os_version,
+             list(p.platform.os_features), p.digest]
+            for p in self.platforms
+        ], separators=(",", ":"))
+
+    @classmethod
+    def from_stored(cls, media_type: str, platforms: str) -> _Content:
+        rows = json.loads(platforms)
+        return cls(media_type, tuple(
+            ResolvedPlatform(Platform(os, arch, variant, os_version, tuple(features)), digest)
+            for os, arch, variant, os_version, features, digest in rows
+        ))
+
 
 _NEVER_CACHED = (DigestMismatch, DeadlineExceeded)
 
@@ -115,8 +147,10 @@ class Resolver:
         keychain: Keychain | None = None,
         observer: RegistryObserver | None = None,
         clock: Clock = time.monotonic,
+        store: CacheStore | None = None,
     ) -> None:
         self.settings = settings
+        self.store = store
         self._keychain = keychain
         self._observer: RegistryObserver = observer if observer is not None else NullObserver()
         self._clock = clock
@@ -127,11 +161,16 @@ class Resolver:
             settings.max_cached_tags, clock=clock
         )
         self._flight: SingleFlight[tuple[str, str, tuple[str, ...]], ImageInfo] = SingleFlight()
+        self.access = AccessGrants(
+            ttl=settings.cache_ttl, maxsize=settings.max_cached_tags, store=store, clock=clock
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Nothing to release today (the session belongs to the caller); kept for ``with``."""
+        """Close the store's connections (the session belongs to the caller)."""
+        if self.store is not None:
+            self.store.close()
 
     def __enter__(self) -> Resolver:
         return self
@@ -166,6 +205,9 @@ class Resolver:
             # The same object is raised on every hit: without a fresh traceback each raise would
             # append this caller's frames to it, and keep them alive as long as the entry.
             raise failure.with_traceback(None)
+        remembered = self._stored_failure(target, credentials)
+        if remembered is not None:
+            raise remembered
         info, shared = self._flight.do(
             key, lambda: self._resolve_fresh(ref, target, credentials, key, deadline), deadline
         )
@@ -173,12 +215,14 @@ class Resolver:
             self._observer.coalesced("image")
         return info if info.reference == ref else ImageInfo(ref, info.digest, info.media_type, info.platforms)
 
-    def cached(self, reference: str) -> ImageInfo | None:
-        """The answer for ``reference`` from memory when it is fresh, else ``None``: no I/O, no waiting.
+    def cached(self, reference: str, *, keychain: Keychain | None = None) -> ImageInfo | None:
+        """The answer for ``reference`` from memory when it is fresh and this request may see it, else ``None``.
 
         Lets a caller answer warm images on its own thread instead of handing
-        each to a lookup thread. A reference that cannot be parsed, a stale tag
-        or an unknown digest is ``None`` (left to :meth:`resolve`, which reports it).
+        each to a lookup thread. A reference that cannot be parsed, a stale tag,
+        an unknown digest, or an image that needed credentials none of this
+        request's (``keychain`` and the node's) were seen reading, is ``None``:
+        left to :meth:`resolve`, which verifies or reports it.
         """
         try:
             ref = parse_reference(reference)
@@ -196,7 +240,12 @@ class Resolver:
         content = self._content.get((target.context, digest)) if digest is not None else None
         if digest is None or content is None:
             return None
+        if not self.access.is_public(target.context):
+            credentials = self._credentials(target, keychain, Deadline.never())
+            if not self.access.allows(target.context, credentials, disk=False):
+                return None
         self._observer.cache_hit(kind)
+        self._observer.cache_hit("memory")
         return ImageInfo(ref, digest, content.media_type, content.platforms)
 
     # -- internals ------------------------------------------------------------------------
@@ -210,6 +259,96 @@ class Resolver:
                 found.extend(chain.resolve(target, timeout=deadline.remaining()))
         return unique(found)
 
+    def _credentials_key(self, credentials: Sequence[Credential]) -> str:
+        return ",".join(self.access.fingerprint(c) for c in credentials)
+
+    def _stored_failure(self, target: Reference, credentials: Sequence[Credential]) -> RegistryError | None:
+        """The failure a worker remembered on disk for this image and these credentials, if any."""
+        if self.store is None:
+            return None
+        stored = self.store.failure(target.context, target.identifier, self._credentials_key(credentials))
+        if stored is None:
+            return None
+        self._observer.cache_hit("negative")
+        kind = AuthError if stored.status in (401, 403) else RegistryError
+        return kind(stored.message, registry=target.api_host, status=stored.status)
+
+    @contextlib.contextmanager
+    def _across_workers(self, target: Reference, deadline: Deadline) -> Iterator[None]:
+        """Hold the cross-process lock of ``target`` while it is fetched (no-op without a store)."""
+        if self.store is None:
+            yield
+            return
+        with self.store.lock(f"{target.context}@{target.identifier}", deadline,
+                             on_wait=lambda: self._observer.coalesced("worker")):
+            yield
+
+    def _content_get(self, context: str, digest: str) -> _Content | None:
+        """Memory, then disk (copied into memory); ``None`` when neither has it."""
+        content = self._content.get((context, digest))
+        if content is not None:
+            self._observer.cache_hit("memory")
+            return content
+        self._observer.cache_miss("memory")
+        if self.store is None:
+            return None
+        row = self.store.content(context, digest)
+        if row is None:
+            self._observer.cache_miss("disk")
+            return None
+        try:
+            content = _Content.from_stored(*row)
+        except (ValueError, TypeError):
+            log.warning("registry cache: unreadable entry for %s@%s ignored", context, digest)
+            return None
+        self._observer.cache_hit("disk")
+        self._content.set((context, digest), content)
+        return content
+
+    def _content_put(self, context: str, digest: str, content: _Content) -> None:
+        self._content.set((context, digest), content)
+        if self.store is not None:
+            self.store.put_content(context, digest, content.media_type, content.platforms_json())
+
+    def _tag_entry(self, context: str, tag: str) -> Entry[str] | None:
+        """The tag's digest and freshness: memory, then disk (its age applied to ``--cache-ttl``)."""
+        entry = self._tags.get_entry((context, tag))
+        if entry is not None or self.store is None:
+            return entry
+        stored = self.store.tag(context, tag)
+        if stored is None:
+            return None
+        left = max(0.0, self.settings.cache_ttl - (time.time() - stored.fetched))
+        self._tags.set((context, tag), stored.digest, left)
+        return self._tags.get_entry((context, tag))
+
+    def _tag_put(self, context: str, tag: str, digest: str, ttl: float, *, fetched: bool) -> None:
+        """Remember ``tag`` → ``digest`` for ``ttl``; ``fetched``: the registry just confirmed it (to disk)."""
+        self._tags.set((context, tag), digest, ttl)
+        if fetched and self.store is not None:
+            self.store.put_tag(context, tag, digest)
+
+    def _may_see(
+        self, target: Reference, identifier: str, credentials: Sequence[Credential], deadline: Deadline
+    ) -> str | None:
+        """Whether this request may be given the cached answer for ``identifier``.
+
+        ``None`` when a grant covers it, else the digest one ``HEAD`` with its
+        credentials reports (the grant is recorded). Raises the registry's
+        refusal (``AuthError``) or ``status_error`` for anything but 200.
+        """
+        if self.access.allows(target.context, credentials):
+            return None
+        self._observer.cache_miss("access")
+        result, candidate = self.transport.fetch_as(
+            "HEAD", target, f"manifests/{identifier}", deadline=deadline, credentials=credentials,
+            accept=ACCEPT_MANIFESTS,
+        )
+        if result.status != 200:
+            raise status_error(result, target, "manifest")
+        self.access.record(target.context, candidate.credential)
+        return result.header("docker-content-digest") or identifier
+
     def _resolve_fresh(
         self,
         ref: Reference,
@@ -218,25 +357,38 @@ class Resolver:
         key: tuple[str, str, tuple[str, ...]],
         deadline: Deadline,
     ) -> ImageInfo:
+        remembered: RegistryError | None = None
         try:
-            if target.digest is not None:
-                digest = target.digest
-                content = self._by_digest(target, digest, credentials, deadline)
-            else:
-                digest, content = self._by_tag(target, credentials, deadline)
+            with self._across_workers(target, deadline):
+                # The worker this one waited for may have failed: its failure is on disk now.
+                remembered = self._stored_failure(target, credentials)
+                if remembered is not None:
+                    raise remembered
+                if target.digest is not None:
+                    digest = target.digest
+                    content = self._by_digest(target, digest, credentials, deadline)
+                else:
+                    digest, content = self._by_tag(target, credentials, deadline)
         except _NEVER_CACHED:
             raise
         except NoeError as exc:
-            if self.settings.negative_cache_ttl > 0:
+            if self.settings.negative_cache_ttl > 0 and exc is not remembered:
                 self._negative.set(key, exc, self.settings.negative_cache_ttl)
+                if self.store is not None and not (isinstance(exc, RegistryError) and exc.temporary):
+                    self.store.put_failure(
+                        target.context, target.identifier, self._credentials_key(credentials),
+                        message=str(exc), status=getattr(exc, "status", None),
+                        ttl=self.settings.negative_cache_ttl,
+                    )
             raise
         return ImageInfo(ref, digest, content.media_type, content.platforms)
 
     def _by_digest(
         self, target: Reference, digest: str, credentials: Sequence[Credential], deadline: Deadline
     ) -> _Content:
-        cached = self._content.get((target.context, digest))
+        cached = self._content_get(target.context, digest)
         if cached is not None:
+            self._may_see(target, digest, credentials, deadline)
             self._observer.cache_hit("digest")
             return cached
         self._observer.cache_miss("digest")
@@ -248,15 +400,15 @@ class Resolver:
         self, target: Reference, credentials: Sequence[Credential], deadline: Deadline
     ) -> tuple[str, _Content]:
         assert target.tag is not None
-        tag_key = (target.context, target.tag)
-        entry = self._tags.get_entry(tag_key)
+        entry = self._tag_entry(target.context, target.tag)
         now = self._clock()
         if entry is not None:
-            content = self._content.get((target.context, entry.value))
-            if content is not None and entry.fresh(now):
+            content = self._content_get(target.context, entry.value)
+            if content is not None and entry.fresh(now) and self.access.allows(target.context, credentials):
                 self._observer.cache_hit("tag")
                 return entry.value, content
             if content is not None:
+                # Stale, or not yet seen read with these credentials: one HEAD settles both.
                 moved = self._revalidate(target, entry.value, credentials, deadline)
                 if moved is None:
                     self._observer.cache_hit("revalidated")
@@ -272,50 +424,60 @@ class Resolver:
                 f"not the {header} it announced: a proxy or the registry is corrupting content",
                 registry=target.api_host,
             )
-        cached = self._content.get((target.context, digest))
+        cached = self._content_get(target.context, digest)
         if cached is not None:
             self._observer.cache_hit("digest")
             content = cached
         else:
             content = self._describe(target, digest, result, credentials, deadline)
-        self._tags.set(tag_key, digest, self.settings.cache_ttl)
+        self._tag_put(target.context, target.tag, digest, self.settings.cache_ttl, fetched=True)
         return digest, content
 
     def _revalidate(
         self, target: Reference, digest: str, credentials: Sequence[Credential], deadline: Deadline
     ) -> str | None:
-        """One HEAD; ``None`` when the tag still points at ``digest`` (the entry is refreshed)."""
+        """One HEAD; ``None`` when the tag still points at ``digest`` (the entry is refreshed).
+
+        The HEAD is made with this request's credentials, so a 200 also grants
+        them the cached answer. A stale answer is served through a temporary
+        registry failure only to a request already allowed to see it.
+        """
         assert target.tag is not None
-        tag_key = (target.context, target.tag)
         try:
-            result = self.transport.fetch(
+            result, candidate = self.transport.fetch_as(
                 "HEAD", target, f"manifests/{target.tag}", deadline=deadline, credentials=credentials,
                 accept=ACCEPT_MANIFESTS,
             )
         except RegistryError as exc:
-            if exc.temporary and not isinstance(exc, DeadlineExceeded):
+            if (exc.temporary and not isinstance(exc, DeadlineExceeded)
+                    and self.access.allows(target.context, credentials)):
                 log.warning("cannot re-validate %s, serving the cached digest: %s", target, exc)
-                self._tags.set(tag_key, digest, self.settings.negative_cache_ttl)
+                self._tag_put(target.context, target.tag, digest, self.settings.negative_cache_ttl, fetched=False)
                 return None
             raise
+        if result.status == 200:
+            self.access.record(target.context, candidate.credential)
         if result.status == 200 and result.header("docker-content-digest") == digest:
-            self._tags.set(tag_key, digest, self.settings.cache_ttl)
+            self._tag_put(target.context, target.tag, digest, self.settings.cache_ttl, fetched=True)
             return None
-        if result.status >= 500:
-            self._tags.set(tag_key, digest, self.settings.negative_cache_ttl)
+        if result.status >= 500 and self.access.allows(target.context, credentials):
+            self._tag_put(target.context, target.tag, digest, self.settings.negative_cache_ttl, fetched=False)
             return None
+        if result.status in (401, 403, 404):
+            raise status_error(result, target, "manifest")
         return result.header("docker-content-digest") or "unknown"
 
     def _get_manifest(
         self, target: Reference, identifier: str, credentials: Sequence[Credential], deadline: Deadline
     ) -> HTTPResult:
-        result = self.transport.fetch(
+        result, candidate = self.transport.fetch_as(
             "GET", target, f"manifests/{identifier}", deadline=deadline, credentials=credentials,
             accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
         )
         if result.status != 200:
             self._observer.error(target.api_host, "not_found" if result.status == 404 else "status")
             raise status_error(result, target, "manifest")
+        self.access.record(target.context, candidate.credential)
         return result
 
     def _verify(self, body: bytes, digest: str, target: Reference, what: str) -> None:
@@ -345,7 +507,7 @@ class Resolver:
         else:
             platforms = self._index_platforms(target, manifest, credentials, deadline, depth=0)
             content = _Content(manifest.media_type, platforms)
-        self._content.set((target.context, digest), content)
+        self._content_put(target.context, digest, content)
         return content
 
     def _config_platform(

@@ -9,9 +9,12 @@ What go-containerregistry splits into its ``schemer`` and ``retry`` wrappers:
 * **redirects** (blob storage) are followed by hand, and ``Authorization`` is
   dropped whenever the target is another origin; HTTPS never downgrades to
   HTTP except for insecure hosts;
-* **retries** with exponential backoff for 5xx, 429 and connection errors,
-  only while the :class:`~noe_core.deadline.Deadline` allows; ``Retry-After``
-  is honoured only when it fits; connect/read timeouts derive from it;
+* **retries** with exponential backoff for 5xx, 429, timeouts and broken-off
+  connections, only while the :class:`~noe_core.deadline.Deadline` allows;
+  ``Retry-After`` is honoured only when it fits; connect/read timeouts derive
+  from it. What cannot recover within an admission fails at once: an unknown
+  host, a refused connection, a TLS verification failure (and, above this
+  layer, 401/403 and 404);
 * **bodies** are streamed with a size cap, and every response is closed.
 
 The ``Authorization`` header is the caller's (:mod:`noe_core.registry.auth`
@@ -53,6 +56,8 @@ MAX_RETRY_AFTER = 30.0
 MAX_REDIRECTS = 5
 TEMPORARY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+PERMANENT_REASONS = frozenset({"host name not found", "connection refused"})
+"""Connection failures that a retry within one admission cannot mend (DNS and listeners change slowly)."""
 _CHUNK = 64 * 1024
 
 Sleep = Callable[[float], None]
@@ -309,7 +314,7 @@ class Sender:
                 kind = TLSFailure if tls else RegistryError
                 raise kind(
                     f"cannot reach registry {target}: {reason}; {hint}",
-                    registry=registry, temporary=not tls,
+                    registry=registry, temporary=not tls and reason not in PERMANENT_REASONS,
                 ) from None
             with response:
                 status = response.status_code

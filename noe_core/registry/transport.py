@@ -40,6 +40,7 @@ from noe_core.registry_settings import RegistrySettings
 
 __all__ = [
     "OAUTH_CLIENT_ID",
+    "Candidate",
     "HTTPResult",
     "TLSFailure",
     "Transport",
@@ -112,6 +113,25 @@ class Transport:
         :class:`AuthError` once every candidate has failed) and temporary
         failures that outlast the retries (which raise :class:`RegistryError`).
         """
+        return self.fetch_as(method, reference, path, deadline=deadline, credentials=credentials,
+                             accept=accept, max_bytes=max_bytes)[0]
+
+    def fetch_as(
+        self,
+        method: str,
+        reference: Reference,
+        path: str,
+        *,
+        deadline: Deadline,
+        credentials: Sequence[Credential] = (),
+        accept: str | None = None,
+        max_bytes: int | None = None,
+    ) -> tuple[HTTPResult, Candidate]:
+        """:meth:`fetch`, and the candidate the registry accepted (anonymous or a credential).
+
+        The resolver needs to know *who* could read an image before it shares
+        the answer with other requests (see :mod:`noe_core.registry.access`).
+        """
         host = reference.api_host
         repository = reference.repository
         limit = self._settings.max_manifest_bytes if max_bytes is None else max_bytes
@@ -150,7 +170,7 @@ class Transport:
                 continue
             result = send_as(candidate, authorization)
             if result.status not in _REFUSED:
-                return result
+                return result, candidate
             status = result.status
             tried.append(candidate.describe())
             if result.status == 403 and not result.header("www-authenticate"):
@@ -172,7 +192,7 @@ class Transport:
                 continue
             result = send_as(candidate, retry_auth)
             if result.status not in _REFUSED:
-                return result
+                return result, candidate
             status = result.status
         self._observer.error(host, "auth")
         raise AuthError(

@@ -233,6 +233,7 @@ credential-provider config and binary directories.
 {{- end -}}
 {{- $args = append $args (printf "--graceful-timeout=%v" $v.gracefulTimeout) -}}
 {{- $args = append $args "--state-dir=/var/run/noe/state" -}}
+{{- $args = append $args "--cache-dir=/var/run/noe/cache" -}}
 {{- $args = append $args (printf "--workers=%v" $v.workers) -}}
 {{- $args = append $args (printf "--threads=%v" $v.threads) -}}
 {{- $args = append $args (printf "--admission-deadline=%v" $v.admissionDeadline) -}}
