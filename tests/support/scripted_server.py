@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +34,8 @@ class ScriptedServer:
     routes: dict[str, Route] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
     host: str = ""
+    drip: dict[str, float] = field(default_factory=dict)
+    """Paths whose whole answer (status line, headers, body) is sent at this many bytes per second."""
 
 
 @contextlib.contextmanager
@@ -53,6 +56,10 @@ def start_scripted_server() -> Iterator[ScriptedServer]:
             state.seen.append(Seen(self.command, self.path, headers, body))
             route = state.routes.get(self.path.split("?")[0])
             status, reply_headers, payload = route(self) if route else NOT_FOUND
+            rate = state.drip.get(self.path.split("?")[0])
+            if rate:
+                self._drip(status, reply_headers, payload, rate)
+                return
             self.send_response(status)
             for key, value in reply_headers.items():
                 self.send_header(key, value)
@@ -62,6 +69,18 @@ def start_scripted_server() -> Iterator[ScriptedServer]:
                 # The client may stop reading (size cap): expected.
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(payload)
+
+        def _drip(self, status: int, headers: dict[str, str], payload: bytes, rate: float) -> None:
+            lines = [f"HTTP/1.1 {status} Dripping", *(f"{k}: {v}" for k, v in headers.items()),
+                     f"Content-Length: {len(payload)}"]
+            raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + (payload if self.command != "HEAD" else b"")
+            step = max(1, int(rate))
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                for i in range(0, len(raw), step):
+                    self.wfile.write(raw[i:i + step])
+                    self.wfile.flush()
+                    time.sleep(step / rate)
 
         do_GET = do_POST = do_HEAD = _serve
 
