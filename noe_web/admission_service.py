@@ -127,6 +127,8 @@ class AdmissionService:
     kube: KubeClient | None = None
     events: EventRecorder | None = None
     pool_size: int = 32
+    lookup_share: int = 0
+    """Lookups one admission may have in the pool at a time (0: a quarter of it), so no pod starves the others."""
     _pool: concurrent.futures.ThreadPoolExecutor = field(init=False, repr=False)
     _inspector: ImageInspector = field(init=False, repr=False)
 
@@ -134,7 +136,9 @@ class AdmissionService:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.pool_size, thread_name_prefix="noe-lookup"
         )
-        self._inspector = ImageInspector(static=self.static, resolver=self.resolver, executor=self._pool)
+        share = self.lookup_share or max(1, self.pool_size // 4)
+        self._inspector = ImageInspector(static=self.static, resolver=self.resolver, executor=self._pool,
+                                         share=share)
 
     def close(self) -> None:
         if self.events is not None:
