@@ -57,6 +57,8 @@ log = logging.getLogger("noe.admission")
 
 # The share of the deadline pull Secrets may take before lookups go ahead without them.
 _SECRET_SHARE = 0.4
+MAX_PULL_SECRETS = 16
+"""Distinct imagePullSecrets read per pod: one pod cannot make the webhook send thousands of Secret GETs."""
 _SECRET_CAP = 2.0
 
 
@@ -195,10 +197,16 @@ class AdmissionService:
     def _pull_secret_keychain(
         self, request: AdmissionRequest, lookup: LookupRequest, deadline: Deadline, warnings: list[str]
     ) -> Any:
-        names = lookup.pull_secrets
+        names = list(dict.fromkeys(lookup.pull_secrets))
         if not names:
             return None
         ns = lookup.namespace
+        if len(names) > MAX_PULL_SECRETS:
+            warnings.append(limit_warning(
+                f"{len(names) - MAX_PULL_SECRETS} more imagePullSecrets not read (at most {MAX_PULL_SECRETS} "
+                "per pod): images needing them are looked up with the first ones or anonymously"
+            ))
+            names = names[:MAX_PULL_SECRETS]
         if self.kube is None:
             warnings.append(limit_warning(
                 "imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously"

@@ -21,7 +21,6 @@ decides it); errors never repeat it.
 from __future__ import annotations
 
 import email.utils
-import json
 import logging
 import random
 import ssl
@@ -45,6 +44,7 @@ from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.reference import Reference
 from noe_core.registry import watchdog
 from noe_core.registry_settings import RegistrySettings
+from noe_core.safe_load import load_json
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def _leading_int(value: str) -> int | None:
 def error_code(body: bytes) -> str:
     """The distribution error code (``MANIFEST_UNKNOWN``…) of an error body, when there is one."""
     try:
-        doc = json.loads(body.decode("utf-8"))
+        doc = load_json(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return ""
     if isinstance(doc, dict):
