@@ -19,6 +19,7 @@ import pytest
 from flask import Flask
 
 from noe_core.platforms_file import StaticPlatforms
+from noe_core.printable import printable
 from noe_core.registry.resolver import Resolver
 from noe_core.registry.transport import make_session
 from noe_core.registry_settings import RegistrySettings
@@ -26,6 +27,7 @@ from noe_core.settings import PolicySettings
 from noe_core.testing import admission_review, pod
 from noe_web.admission_service import MAX_PULL_SECRETS, AdmissionService
 from noe_web.app import Services, create_app
+from noe_web.events import REASON_FAILED, EventRequest, build_event, object_ref
 from noe_web.kube import KubeClient, load_kubeconfig
 from noe_web.metrics import Metrics
 from tests.support.certs import CA, make_ca
@@ -167,3 +169,12 @@ def test_noe_serve_refuses_hostile_files(hostile_files: dict[str, Path], tmp_pat
                                          name: str) -> None:
     _assert_one_line(*_noe("serve", "--bind", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
                            "--state-dir", str(tmp_path), flag, str(hostile_files[name])))
+
+
+def test_event_messages_are_printable() -> None:
+    """Owner names reach Events straight from the pod as sent (validation comes after admission)."""
+    ref = object_ref(pod(["x86:1"], name="p"), kind="Pod", namespace="team")
+    hostile = "replicasets of ReplicaSet web-\x1b[31m\u202eevil\x00: cannot inspect \x07img"
+    event = build_event(EventRequest(ref, "Warning", REASON_FAILED, hostile), instance="noe-0")
+    assert printable(event["message"]) == event["message"]
+    assert not any(c in event["message"] for c in "\x1b\u202e\x00\x07")
