@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from noe_core.deadline import Deadline
+from noe_core.errors import RegistryError
 from noe_core.manifest import sha256_digest
 from noe_core.registry.resolver import Resolver
 from noe_core.registry.transport import make_session
@@ -89,3 +91,33 @@ def test_a_pod_with_thousands_of_hanging_images_does_not_delay_the_next_pod(
     assert "arm64" in json.dumps(patch)
     assert elapsed < DEADLINE, elapsed
     assert answers["greedy"]["response"]["allowed"] is True  # the greedy pod is answered too (unplaced)
+
+
+def test_lookups_abandoned_at_the_deadline_let_go_of_the_registry(slow_registry: ScriptedServer) -> None:
+    """A pod naming 40 images on a registry dripping 4 bytes/s: at the deadline its lookups hang up."""
+    for i in range(40):
+        slow_registry.routes[f"/v2/drip-{i}/manifests/v1"] = lambda h: (200, {"Content-Type": OCI_MANIFEST},
+                                                                        b"{" + b" " * 4096 + b"}")
+        slow_registry.drip[f"/v2/drip-{i}/manifests/v1"] = 4.0
+    session = make_session(INSECURE)
+    resolver = Resolver(session, settings=INSECURE)
+    with pytest.raises(RegistryError):  # learn that the host speaks plain HTTP, as a running webhook has
+        resolver.resolve(f"{slow_registry.host}/warm-up:v1", deadline=Deadline.after(10))
+    service = AdmissionService(
+        policy=PolicySettings(), metrics=Metrics(), deadline_seconds=1.5,
+        resolver=resolver, pool_size=64, lookup_share=64,
+    )
+    try:
+        review = admission_review(pod([f"{slow_registry.host}/drip-{i}:v1" for i in range(40)], namespace="drip"))
+        start = time.monotonic()
+        service.review(review)
+        answered = time.monotonic() - start
+        end = time.monotonic() + 3.0  # the server notices a hang-up at its second write after it, 1-2 s
+        while slow_registry.dripping and time.monotonic() < end:
+            time.sleep(0.05)
+        held = slow_registry.dripping
+    finally:
+        service.close()
+        session.close()
+    assert answered < 1.5 + 0.5, answered
+    assert held == 0, f"{held} lookups still reading from the dripping registry 3 s after the deadline"

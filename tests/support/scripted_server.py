@@ -36,6 +36,13 @@ class ScriptedServer:
     host: str = ""
     drip: dict[str, float] = field(default_factory=dict)
     """Paths whose whole answer (status line, headers, body) is sent at this many bytes per second."""
+    dripping: int = 0
+    """Answers being dripped right now (a client that hangs up ends its drip)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # dozens of lookups connect at once; the default backlog of 5 drops SYNs
 
 
 @contextlib.contextmanager
@@ -76,15 +83,21 @@ def start_scripted_server() -> Iterator[ScriptedServer]:
             raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + (payload if self.command != "HEAD" else b"")
             step = max(1, int(rate))
             self.close_connection = True
-            with contextlib.suppress(OSError):
-                for i in range(0, len(raw), step):
-                    self.wfile.write(raw[i:i + step])
-                    self.wfile.flush()
-                    time.sleep(step / rate)
+            with state.lock:
+                state.dripping += 1
+            try:
+                with contextlib.suppress(OSError):
+                    for i in range(0, len(raw), step):
+                        self.wfile.write(raw[i:i + step])
+                        self.wfile.flush()
+                        time.sleep(step / rate)
+            finally:
+                with state.lock:
+                    state.dripping -= 1
 
         do_GET = do_POST = do_HEAD = _serve
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     state.host = f"127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
