@@ -17,7 +17,6 @@ are tried in file order.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from noe_core import fields
 from noe_core.errors import InvalidPlatform, InvalidSettings
 from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure
 from noe_core.platform import parse_platform
+from noe_core.safe_load import load_json, load_yaml
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -104,9 +104,11 @@ class StaticPlatforms:
                 text = handle.read()
         except OSError as exc:
             raise InvalidSettings(f"cannot read platforms file {name}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise InvalidSettings(f"platforms file {name} is not UTF-8 text") from None
         data: Any
         try:
-            data = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+            data = load_json(text) if name.endswith(".json") else load_yaml(text)
         except (ValueError, yaml.YAMLError) as exc:
             raise InvalidSettings(f"platforms file {name} is not valid JSON/YAML: {exc}") from None
         if data is None:

@@ -9,13 +9,13 @@ returns. The raw object is kept as it came and never mutated.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from noe_core import fields
 from noe_core.errors import InvalidObject
+from noe_core.safe_load import load_json
 
 POD = "Pod"
 DAEMON_SET = "DaemonSet"
@@ -208,7 +208,7 @@ def _placement_record(annotations: Mapping[str, str]) -> Mapping[str, Any] | Non
     if raw is None:
         return None
     try:
-        record = json.loads(raw)
+        record = load_json(raw)
     except ValueError:
         return None
     return record if isinstance(record, dict) else None

@@ -51,9 +51,11 @@ from noe_web.events import (
 )
 from noe_web.kube import KubeClient
 from noe_web.metrics import Metrics
-from noe_web.pull_secrets import pull_secret_keychain
+from noe_web.pull_secrets import MAX_PULL_SECRETS, pull_secret_keychain
 
 log = logging.getLogger("noe.admission")
+
+__all__ = ["MAX_PULL_SECRETS", "AdmissionService", "AdmissionStats", "ObserverTee"]
 
 # The share of the deadline pull Secrets may take before lookups go ahead without them.
 _SECRET_SHARE = 0.4
@@ -128,6 +130,8 @@ class AdmissionService:
     events: EventRecorder | None = None
     pool_size: int = 32
     on_lookup_failure: OnLookupFailure = "allow"
+    lookup_share: int = 0
+    """Lookups one admission may have in the pool at a time (0: a quarter of it), so no pod starves the others."""
     _pool: concurrent.futures.ThreadPoolExecutor = field(init=False, repr=False)
     _inspector: ImageInspector = field(init=False, repr=False)
 
@@ -135,7 +139,9 @@ class AdmissionService:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.pool_size, thread_name_prefix="noe-lookup"
         )
-        self._inspector = ImageInspector(static=self.static, resolver=self.resolver, executor=self._pool)
+        share = self.lookup_share or max(1, self.pool_size // 4)
+        self._inspector = ImageInspector(static=self.static, resolver=self.resolver, executor=self._pool,
+                                         share=share)
 
     def close(self) -> None:
         if self.events is not None:

@@ -70,12 +70,39 @@ def _drain(length: int, limit: int) -> bool:
     if stream is None:
         return False
     left = length
-    while left > 0:
-        chunk = stream.read(min(left, 64 * 1024))
-        if not chunk:
-            return False
-        left -= len(chunk)
+    try:
+        while left > 0:
+            chunk = stream.read(min(left, 64 * 1024))
+            if not chunk:
+                return False
+            left -= len(chunk)
+    except OSError:  # the serving worker already discarded it, or the client went away
+        return False
     return True
+
+
+class _Unreadable(Exception):
+    """The body could not be read as HTTP framed it (e.g. a malformed chunk size)."""
+
+
+def _read_body(limit: int) -> bytes | None:
+    """At most ``limit`` bytes of the body; None when there are more (a chunked body has no length up front)."""
+    stream = request.environ.get("wsgi.input")
+    if stream is None:
+        return b""
+    parts: list[bytes] = []
+    size = 0
+    try:
+        while size <= limit:
+            chunk = stream.read(min(64 * 1024, limit + 1 - size))
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+    # gunicorn's parse errors (InvalidChunkSize...) share no base class with werkzeug's or OSError
+    except Exception as exc:
+        raise _Unreadable(type(exc).__name__) from exc
+    return None if size > limit else b"".join(parts)
 
 
 def create_app(services: Services) -> Flask:
@@ -88,7 +115,14 @@ def create_app(services: Services) -> Flask:
         length = request.content_length
         if length is not None and length > services.max_body_bytes:
             return _too_large(drain=length)
-        body = request.get_data(cache=False)
+        try:
+            body = _read_body(services.max_body_bytes)
+        except _Unreadable as exc:
+            response = _bad_request(400, "unreadable", f"the request body could not be read ({exc})", services)
+            response.headers["Connection"] = "close"
+            return response
+        if body is None:
+            return _too_large()
         if not body:
             return _bad_request(400, "empty", "the request body is empty: send an AdmissionReview", services)
         try:

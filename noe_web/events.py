@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from noe_core.printable import printable
+
 log = logging.getLogger("noe.events")
 
 NORMAL = "Normal"
@@ -107,7 +109,8 @@ def event_name(ref: ObjectRef) -> str:
 
 def build_event(req: EventRequest, *, instance: str, now: dt.datetime | None = None) -> dict[str, Any]:
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    message = req.message if len(req.message) <= MAX_MESSAGE else req.message[: MAX_MESSAGE - 1] + "…"
+    text = printable(req.message)  # owner names come from the pod as sent, not yet validated
+    message = text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
     return {
         "apiVersion": "v1",
         "kind": "Event",

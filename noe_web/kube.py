@@ -39,6 +39,7 @@ from noe_core import fields
 from noe_core.cache import LRUCache, SingleFlight
 from noe_core.deadline import Deadline
 from noe_core.errors import DeadlineExceeded, InvalidSettings
+from noe_core.safe_load import TooComplex, load_yaml
 from noe_core.watched_file import WatchedFiles
 from noe_web.kube_exec import ExecCredentialError, ExecCredentialSource, ExecPlugin
 
@@ -160,9 +161,13 @@ def _named(items: Any, name: str, section: str, what: str) -> dict[str, Any]:
 def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
     """Resolve the (current or given) context of a kubeconfig file."""
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = load_yaml(path.read_text())
     except OSError as exc:
         raise InvalidSettings(f"--kubeconfig {path}: cannot read it ({exc.strerror})") from exc
+    except UnicodeDecodeError:
+        raise InvalidSettings(f"--kubeconfig {path}: not UTF-8 text") from None
+    except TooComplex as exc:
+        raise InvalidSettings(f"--kubeconfig {path}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise InvalidSettings(f"--kubeconfig {path}: not valid YAML") from exc
     if not isinstance(doc, dict):

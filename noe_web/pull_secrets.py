@@ -18,6 +18,10 @@ from noe_core.errors import CredentialError
 from noe_core.policy import limit_warning
 from noe_web.kube import Forbidden, KubeClient, KubeError, NotFound
 
+MAX_PULL_SECRETS = 16
+"""Distinct imagePullSecrets read per pod: one pod must not make noe send thousands of Secret GETs
+within one admission (pods name one or two); the rest get one warning."""
+
 
 def pull_secret_keychain(
     kube: KubeClient | None,
@@ -34,8 +38,15 @@ def pull_secret_keychain(
     ``budget`` bounds the wait in seconds (``None``: the API client's own timeout);
     ``on_unusable`` is told how many of the Secrets could not be used (a metric).
     """
+    names = list(dict.fromkeys(names))
     if not names:
         return None
+    if len(names) > MAX_PULL_SECRETS:
+        warnings.append(limit_warning(
+            f"{len(names) - MAX_PULL_SECRETS} more imagePullSecrets not read (at most {MAX_PULL_SECRETS} "
+            "per pod): images needing them are looked up with the first ones or anonymously"
+        ))
+        names = names[:MAX_PULL_SECRETS]
     if kube is None:
         warnings.append(limit_warning(
             "imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously"

@@ -1,4 +1,4 @@
-"""gunicorn, run programmatically: gthread workers serving the Flask app over TLS.
+"""gunicorn, run programmatically: gthread workers (:mod:`noe_web.worker`) serving the Flask app over TLS.
 
 The master process binds the TLS listener, starts the plain-HTTP metrics
 server (which sums every worker's multiprocess files) and forks the workers;
@@ -23,6 +23,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from noe_web.tls import ReloadingContext
+from noe_web.worker import WORKER_CONNECTIONS, GuardedThreadWorker
 
 log = logging.getLogger("noe.server")
 
@@ -93,7 +94,8 @@ class NoeServer(BaseApplication):  # type: ignore[misc]
             "bind": [bind],
             "workers": workers,
             "threads": threads,
-            "worker_class": "gthread",
+            "worker_class": GuardedThreadWorker,  # gthread, reading requests in its event loop
+            "worker_connections": WORKER_CONNECTIONS,
             "certfile": str(cert_file),
             "keyfile": str(key_file),
             "ssl_context": _PerProcessContext(cert_file, key_file),

@@ -40,6 +40,7 @@ from noe_core.errors import InvalidObject, NoeError
 from noe_core.lookup import Inspect, LookupResult, Lookups
 from noe_core.patch import Operation, apply_patch, pointer
 from noe_core.policy import Decision
+from noe_core.safe_load import TooComplex, load_json, load_yaml_all
 from noe_core.settings import PolicySettings
 
 EXIT_ALLOWED = 0
@@ -109,11 +110,15 @@ def load_documents(source: str, stdin: TextIO) -> list[Any]:
     except UnicodeDecodeError:
         raise InvalidObject(f"{label} is not UTF-8 text") from None
     try:
-        return [json.loads(text)]
+        return [load_json(text)]
+    except TooComplex as exc:
+        raise InvalidObject(f"{label}: refused: {exc}") from None
     except ValueError:
         pass
     try:
-        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        docs = [doc for doc in load_yaml_all(text) if doc is not None]
+    except TooComplex as exc:
+        raise InvalidObject(f"{label}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -36,6 +36,7 @@ from noe_core import fields
 from noe_core.credentials.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 from noe_core.errors import CredentialError, InvalidSettings
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
+from noe_core.safe_load import TooComplex, load_json
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ _HELPER_KEYS = ("credsStore", "credHelpers")
 
 def _decode_json(data: bytes | str, source: str) -> Any:
     try:
-        return json.loads(data)
+        return load_json(data)
+    except TooComplex as exc:
+        raise CredentialError(f"{source}: refused: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         # JSONDecodeError's message gives the position, never the document.
         where = f" (line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""

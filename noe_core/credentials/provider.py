@@ -55,6 +55,7 @@ from noe_core.errors import CredentialError, DeadlineExceeded, InvalidSettings, 
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
 from noe_core.reference import Reference
 from noe_core.registry_settings import parse_go_duration
+from noe_core.safe_load import load_json, load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ def _provider(index: int, item: object, source: str) -> ProviderConfig:
 def parse_credential_provider_config(data: bytes | str, source: str) -> tuple[ProviderConfig, ...]:
     """The providers of a ``CredentialProviderConfig`` document (YAML or JSON)."""
     try:
-        document = yaml.safe_load(data)
+        document = load_yaml(data)
     except yaml.YAMLError as exc:
         raise InvalidSettings(f"{source}: not valid YAML or JSON: {_yaml_error(exc)}") from None
     if not isinstance(document, Mapping):
@@ -220,8 +221,8 @@ def parse_provider_response(stdout: bytes, provider: ProviderConfig) -> Provider
     """Read a ``CredentialProviderResponse``; raises :class:`RegistryError` without echoing the output."""
     prefix = f"credential provider {provider.name!r}"
     try:
-        document = json.loads(stdout)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        document = load_json(stdout)
+    except (UnicodeDecodeError, ValueError):
         raise RegistryError(
             f"{prefix} printed {len(stdout)} bytes that are not a JSON CredentialProviderResponse"
         ) from None

@@ -24,7 +24,6 @@ hosts, repositories and statuses, never a credential or a token.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from noe_core.errors import AuthError, ChallengeError, RegistryError
 from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.registry.challenge import Challenge, parse_challenges, preferred
 from noe_core.registry.sender import MAX_HOSTS, TEMPORARY_STATUSES, HTTPResult, Sender
+from noe_core.safe_load import load_json
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Candidate:
 def _oauth_error(body: bytes) -> str:
     """The RFC 6749 ``error`` code (``invalid_grant``…) of a token endpoint's answer, when it is one."""
     try:
-        doc = json.loads(body.decode("utf-8"))
+        doc = load_json(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return ""
     code = doc.get("error") if isinstance(doc, dict) else None
@@ -274,7 +274,7 @@ class Authenticator:
                 temporary=result.status in TEMPORARY_STATUSES,
             )
         try:
-            doc = json.loads(result.body.decode("utf-8"))
+            doc = load_json(result.body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             doc = None
         token = None

@@ -58,11 +58,17 @@ class ImageInspector:
     does not list cannot be inspected, and nothing touches the network.
     ``executor`` runs the registry lookups in parallel (the webhook shares one
     bounded pool across admissions); without one, each call uses its own.
+    ``share`` caps how many lookups one call has in the executor at a time, so
+    a pod naming thousands of images on a slow registry takes only that part
+    of a shared pool and other pods' lookups start at once; the rest of its
+    images wait their turn in the calling thread, and those that never got one
+    before the deadline time out without having used a lookup thread.
     """
 
     static: StaticPlatforms | None = None
     resolver: PlatformResolver | None = None
     executor: concurrent.futures.Executor | None = field(default=None, compare=False)
+    share: int | None = None
 
     def inspect(
         self, images: Sequence[str], *, deadline: Deadline, keychain: Keychain | None = None
@@ -121,21 +127,33 @@ class ImageInspector:
             executor = concurrent.futures.ThreadPoolExecutor(
                 max_workers=min(_DEFAULT_PARALLELISM, len(images)), thread_name_prefix="noe-inspect"
             )
+        share = max(1, self.share) if self.share else len(images)
+        waiting = iter(images)
+        running: dict[concurrent.futures.Future[Lookup], str] = {}
+
+        def start_next() -> None:
+            image = next(waiting, None)
+            if image is not None:
+                # Each lookup runs in a copy of the caller's context, so per-request observers see it.
+                running[executor.submit(contextvars.copy_context().run, resolve_one, image)] = image
+
         try:
-            # Each lookup runs in a copy of the caller's context, so per-request observers see it.
-            futures = {
-                image: executor.submit(contextvars.copy_context().run, resolve_one, image) for image in images
-            }
-            remaining = deadline.remaining()
-            concurrent.futures.wait(futures.values(), timeout=None if remaining == float("inf") else remaining)
+            for _ in range(min(share, len(images))):
+                start_next()
+            while running and not deadline.expired:
+                done, _ = concurrent.futures.wait(
+                    running, timeout=deadline.wait_timeout(), return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                for future in done:
+                    out[running.pop(future)] = future.result()
+                    start_next()
             abandoned: list[str] = []
-            for image, future in futures.items():
-                if future.done():
-                    out[image] = future.result()
-                else:
-                    future.cancel()
-                    out[image] = _timed_out(deadline)
-                    abandoned.append(image)
+            for future, image in running.items():
+                future.cancel()  # queued: never takes a thread; running: its exchange ends at the deadline
+                abandoned.append(image)
+            abandoned.extend(waiting)
+            for image in abandoned:
+                out[image] = _timed_out(deadline)
             return out, tuple(abandoned)
         finally:
             if own:

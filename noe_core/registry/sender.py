@@ -24,7 +24,6 @@ decides it); errors never repeat it.
 from __future__ import annotations
 
 import email.utils
-import json
 import logging
 import random
 import ssl
@@ -37,6 +36,8 @@ from urllib.parse import urljoin, urlsplit
 import certifi
 import requests
 import requests.adapters
+import urllib3.connection
+import urllib3.connectionpool
 
 from noe_core.cache import LRUCache
 from noe_core.deadline import Clock, Deadline
@@ -44,7 +45,9 @@ from noe_core.errors import DeadlineExceeded, InvalidSettings, ManifestError, Re
 from noe_core.hostmatch import host_glob_matches
 from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.reference import Reference
+from noe_core.registry import watchdog
 from noe_core.registry_settings import RegistrySettings
+from noe_core.safe_load import load_json
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,36 @@ def trusting_adapter(ca_file: str | None, pool_maxsize: int = 10) -> requests.ad
     return _TrustAdapter(ca_file, pool_maxsize=pool_maxsize, pool_connections=pool_maxsize)
 
 
+class _WatchedHTTPConnection(urllib3.connection.HTTPConnection):
+    """Registers with the exchange's :mod:`~noe_core.registry.watchdog` before connecting or sending."""
+
+    def connect(self) -> None:
+        watchdog.attach(self)
+        super().connect()
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        watchdog.attach(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    def connect(self) -> None:
+        watchdog.attach(self)
+        super().connect()
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        watchdog.attach(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
 class _TrustAdapter(requests.adapters.HTTPAdapter):
     def __init__(self, ca_file: str | None, **kwargs: Any) -> None:
         self._context: ssl.SSLContext | None = None
@@ -96,6 +129,11 @@ class _TrustAdapter(requests.adapters.HTTPAdapter):
                 raise InvalidSettings(f"--registry-ca-file {ca_file}: cannot load: {exc}") from None
             self._context = context
         super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        """Pools whose connections a watchdog can shut down at the exchange's deadline."""
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
 
     def build_connection_pool_key_attributes(
         self, request: requests.PreparedRequest, verify: bool | str, cert: str | tuple[str, str] | None = None
@@ -145,7 +183,7 @@ def _leading_int(value: str) -> int | None:
 def error_code(body: bytes) -> str:
     """The distribution error code (``MANIFEST_UNKNOWN``…) of an error body, when there is one."""
     try:
-        doc = json.loads(body.decode("utf-8"))
+        doc = load_json(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return ""
     if isinstance(doc, dict):
@@ -283,7 +321,32 @@ class Sender:
         follow_redirects: bool,
         data: bytes | None = None,
     ) -> HTTPResult:
-        """One exchange; redirects are followed only when ``follow_redirects`` (never with a ``data`` body)."""
+        """One exchange; redirects are followed only when ``follow_redirects`` (never with a ``data`` body).
+
+        Connect, headers and the whole body share the deadline's wall-clock limit, however the bytes drip.
+        """
+        with watchdog.watch(deadline.wait_timeout()) as watch:
+            result = self._exchange_within(method, url, headers=headers, deadline=deadline, limit=limit,
+                                           registry=registry, follow_redirects=follow_redirects, data=data)
+        if watch is not None and watch.fired:  # cut off: what arrived may look complete and is not
+            self._observer.error(registry, "deadline")
+            raise DeadlineExceeded(
+                f"registry {urlsplit(url).netloc} was still answering when the deadline passed", registry=registry
+            )
+        return result
+
+    def _exchange_within(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        deadline: Deadline,
+        limit: int,
+        registry: str,
+        follow_redirects: bool,
+        data: bytes | None = None,
+    ) -> HTTPResult:
         current = url
         current_headers = dict(headers)
         current_headers.setdefault("User-Agent", self._settings.user_agent)

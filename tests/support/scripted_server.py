@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +34,15 @@ class ScriptedServer:
     routes: dict[str, Route] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
     host: str = ""
+    drip: dict[str, float] = field(default_factory=dict)
+    """Paths whose whole answer (status line, headers, body) is sent at this many bytes per second."""
+    dripping: int = 0
+    """Answers being dripped right now (a client that hangs up ends its drip)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # dozens of lookups connect at once; the default backlog of 5 drops SYNs
 
 
 @contextlib.contextmanager
@@ -53,6 +63,10 @@ def start_scripted_server() -> Iterator[ScriptedServer]:
             state.seen.append(Seen(self.command, self.path, headers, body))
             route = state.routes.get(self.path.split("?")[0])
             status, reply_headers, payload = route(self) if route else NOT_FOUND
+            rate = state.drip.get(self.path.split("?")[0])
+            if rate:
+                self._drip(status, reply_headers, payload, rate)
+                return
             self.send_response(status)
             for key, value in reply_headers.items():
                 self.send_header(key, value)
@@ -63,9 +77,27 @@ def start_scripted_server() -> Iterator[ScriptedServer]:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(payload)
 
+        def _drip(self, status: int, headers: dict[str, str], payload: bytes, rate: float) -> None:
+            lines = [f"HTTP/1.1 {status} Dripping", *(f"{k}: {v}" for k, v in headers.items()),
+                     f"Content-Length: {len(payload)}"]
+            raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + (payload if self.command != "HEAD" else b"")
+            step = max(1, int(rate))
+            self.close_connection = True
+            with state.lock:
+                state.dripping += 1
+            try:
+                with contextlib.suppress(OSError):
+                    for i in range(0, len(raw), step):
+                        self.wfile.write(raw[i:i + step])
+                        self.wfile.flush()
+                        time.sleep(step / rate)
+            finally:
+                with state.lock:
+                    state.dripping -= 1
+
         do_GET = do_POST = do_HEAD = _serve
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     state.host = f"127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
