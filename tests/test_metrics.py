@@ -69,6 +69,7 @@ def _exercised() -> Metrics:
     metrics.events.labels("written").inc()
     metrics.bad_requests.labels("not_json").inc()
     metrics.registry_request_duration.labels("r.example", "GET").observe(0.1)
+    metrics.cache_evictions.labels("content").inc()
     return metrics
 
 
