@@ -91,10 +91,13 @@ CONTROL_SOCKET = Flag("--control-socket", FilePath("PATH"), default="",
                       help="path of gunicorn's control socket; empty creates none, as a read-only root "
                            "filesystem needs")
 LOG_LEVEL_FLAG = Flag("--log-level", LOG_LEVEL, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+LOG_FORMAT = Flag("--log-format", Choice(("json", "text")), default="json",
+                  help="json: one JSON object per line (time, level, logger, msg, fields); "
+                       "text: 'time level logger msg key=value…' for people at a terminal")
 
 SERVE_FLAGS = (BIND, TLS_CERT_FILE, TLS_KEY_FILE, CERT_DIR, STATE_DIR, METRICS_ADDR, WORKERS, THREADS,
                GRACEFUL_TIMEOUT, KUBECONFIG, ADMISSION_DEADLINE, IMAGE_PLATFORMS, PULL_SECRET_CACHE_TTL,
-               EVENT_QUEUE_SIZE, MAX_BODY_BYTES, CONTROL_SOCKET, LOG_LEVEL_FLAG)
+               EVENT_QUEUE_SIZE, MAX_BODY_BYTES, CONTROL_SOCKET, LOG_LEVEL_FLAG, LOG_FORMAT)
 
 # --- noe certs ---------------------------------------------------------------------------------------------
 

@@ -86,6 +86,7 @@ class NoeServer(BaseApplication):  # type: ignore[misc]
         request_timeout: float,
         control_socket: str = "",
         log_level: str = "info",
+        logconfig: dict[str, Any] | None = None,
         metrics: MetricsServer | None = None,
         on_exit: Callable[[], None] | None = None,
     ) -> None:
@@ -101,8 +102,11 @@ class NoeServer(BaseApplication):  # type: ignore[misc]
             "timeout": math.ceil(request_timeout),
             "keepalive": 30,  # the API server keeps webhook connections open
             "proc_name": "noe-webhook",
+            # noe's JSON (or text) lines for gunicorn's error and access logs; the access log is on
+            # because a logconfig_dict is given.
             "accesslog": None,
             "errorlog": "-",
+            "logconfig_dict": logconfig or {},
             "loglevel": log_level.lower(),
             "child_exit": self._child_exit,
             "post_fork": self._post_fork,
