@@ -197,8 +197,17 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="run the admission webhook (TLS, gunicorn)",
         description="Run the mutating admission webhook over TLS. Every flag is also a NOE_* variable.",
     )
-    add_serve_arguments(parser)
+    _add_arguments(parser)
     parser.set_defaults(run=run_serve)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    from noe_core.cli.flags import add_flags  # noqa: PLC0415
+    from noe_web.flags import NOE_COMPAT_FLAGS  # noqa: PLC0415
+
+    add_serve_arguments(parser)
+    add_flags(parser.add_argument_group("accepted for the Go Noe's command line (see 'noe_web/noe_compat.py')"),
+              NOE_COMPAT_FLAGS)
 
 
 def _emit(doc: dict[str, Any]) -> None:
@@ -273,7 +282,12 @@ def _metrics_dir() -> tuple[Path, Callable[[], None]]:
 
 
 def run_serve(ns: argparse.Namespace) -> int:
+    from noe_web.noe_compat import apply_compat_flags  # noqa: PLC0415
+
+    notes = apply_compat_flags(ns)
     configure_logging(ns.log_level, ns.log_format)
+    for note in notes:
+        log.warning(note)
     try:
         config = ServeConfig.from_args(ns)
         tls = _tls(config)
@@ -372,8 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from noe_core.cli.options import go_style_argv  # noqa: PLC0415
 
     parser = NoeArgumentParser(prog="noe serve")
-    add_serve_arguments(parser)
-    ns = parser.parse_args(go_style_argv(list(sys.argv[1:] if argv is None else argv)))
+    _add_arguments(parser)
+    ns = parser.parse_args(go_style_argv(list(sys.argv[1:] if argv is None else argv), parser))
     return run_serve(ns)
 
 

@@ -205,7 +205,8 @@ def test_the_variable_is_parsed_like_the_flag_and_the_flag_wins(monkeypatch: pyt
     monkeypatch.setenv("NOE_PREFERRED_ARCH", "x86_64")
     monkeypatch.setenv("NOE_VERIFY_PLATFORM_MANIFESTS", "off")
     monkeypatch.setenv("NOE_CACHE_TTL", "1h30m")
-    ns = build_parser().parse_args(go_style_argv(["mutate", "-f", "-", "-lookup-timeout=7"]))
+    parser = build_parser()
+    ns = parser.parse_args(go_style_argv(["mutate", "-f", "-", "-lookup-timeout=7"], parser))
     assert ns.lookup_timeout == 7.0  # the Go-style flag beats the variable
     assert ns.preferred_arch == "amd64"  # normalised through the architecture aliases
     assert ns.verify_platform_manifests is False
