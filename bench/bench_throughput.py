@@ -4,8 +4,8 @@ Run: ``python bench/bench_throughput.py [REQUESTS] [CONCURRENCY] [ROUNDS]``. Sta
 docker-registry on 127.0.0.1, pushes a manifest list and a single-arch image,
 then starts, with one self-signed certificate, 2 gthread workers x 8 threads each:
 
-* ``noe serve`` at its defaults (registry lookups, caches warmed on both workers, one log line per
-  admission at level INFO);
+* ``noe serve`` at its defaults (registry lookups, caches warmed on both workers, two JSON log lines
+  per admission at level INFO: noe's admission line and gunicorn's access line);
 * ``bench/bare_app.py``: the same gunicorn application class answering the same
   AdmissionReview with a fixed body, no admission work.
 
@@ -147,7 +147,8 @@ def main() -> None:
           f"{WORKERS} workers x {THREADS} threads, TLS on 127.0.0.1")
     print(f"noe serve (warm, 2 registry images)  {noe_median:8.0f} req/s   rounds {[round(r) for r in noe_rps]}")
     print(f"bare Flask app (fixed answer)        {bare_median:8.0f} req/s   rounds {[round(r) for r in bare_rps]}")
-    print(f"noe serve wrote {logged[0]} log lines (one per admission at INFO), read through a pipe")
+    print(f"noe serve wrote {logged[0]} log lines (admission and access line per request at INFO), "
+          "read through a pipe")
     print(f"noe / bare: x{statistics.median(ratios):.2f} (median of the rounds' ratios "
           f"{', '.join(f'{r:.2f}' for r in ratios)})")
 

@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         if exc.name not in WEB_EXTRA_MODULES:
             raise
         add_certs = _needs_web_extra("certs", exc.name)
-    return build_core_parser(extra=(add_serve_parser, add_certs, add_report_parser))
+    parser = build_core_parser(extra=(add_serve_parser, add_certs, add_report_parser))
+    parser.epilog = "Without a COMMAND, the arguments are serve's, as the Go Noe's image runs it."
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
