@@ -14,6 +14,8 @@ import base64
 import json
 import re
 import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,8 @@ from tests.support.registry_server import RegistryServer
 from tests.test_serve_e2e import NoeProcess, start_noe
 
 pytestmark = [pytest.mark.e2e, pytest.mark.registry]
+
+ROOT = Path(__file__).resolve().parent.parent
 
 BASE_KEYS = ("time", "level", "logger", "msg")
 KUBE_TOKEN = "kube-log-token-" + uuid.uuid4().hex
@@ -164,3 +168,23 @@ def test_text_format_is_one_line_per_record(tmp_path: Path) -> None:
     assert lines and all(line.match(text) for text in lines), [t for t in lines if not line.match(t)][:3]
     refused = [t for t in lines if " noe.app " in t]
     assert len(refused) == 1 and "reason=not_json" in refused[0] and "status=400" in refused[0]
+
+
+def test_python_warnings_and_library_records_are_json_lines_too() -> None:
+    """``warnings.warn`` (through the ``py.warnings`` logger) and a third-party logger use the same schema."""
+    program = (
+        "import logging, warnings\n"
+        "from noe_web.serve import ADMISSION_UID, configure_logging\n"
+        "configure_logging('INFO')\n"
+        "ADMISSION_UID.set('uid-1')\n"
+        "warnings.warn('a deprecated thing', DeprecationWarning, stacklevel=1)\n"
+        "logging.getLogger('urllib3.connectionpool').warning('retrying %s', 'x')\n"
+    )
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", program], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(r["logger"], r["level"]) for r in records] == [("py.warnings", "warning"),
+                                                             ("urllib3.connectionpool", "warning")]
+    assert "a deprecated thing" in records[0]["msg"] and records[1]["msg"] == "retrying x"
+    assert all(r["uid"] == "uid-1" and TIME.match(r["time"]) for r in records)
