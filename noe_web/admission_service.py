@@ -52,6 +52,7 @@ from noe_web.events import (
 from noe_web.kube import KubeClient
 from noe_web.metrics import Metrics
 from noe_web.pull_secrets import MAX_PULL_SECRETS, pull_secret_keychain
+from noe_web.serve import ADMISSION_UID
 
 log = logging.getLogger("noe.admission")
 
@@ -159,19 +160,24 @@ class AdmissionService:
         started = time.monotonic()
         deadline = Deadline.after(self.deadline_seconds)
         request = parse_admission_review(doc)
-        stats = AdmissionStats()
-        admission = admit(request, self.policy, lambda lookup: self._inspect(request, lookup, deadline, stats),
-                          on_lookup_failure=self.on_lookup_failure)
-        if not request.dry_run:
-            self._record_events(admission)
-        seconds = time.monotonic() - started
-        if admission.label == "skipped":
-            self.metrics.skipped(request.kind, request.operation)
-        self.metrics.admission(
-            namespace=request.namespace, kind=request.kind, decision=admission.label, seconds=seconds
-        )
-        self._log(admission, seconds, stats)
-        return admission.response
+        # Every line logged while answering carries the uid; lookup threads run in a copy of this context.
+        token = ADMISSION_UID.set(request.uid)
+        try:
+            stats = AdmissionStats()
+            admission = admit(request, self.policy, lambda lookup: self._inspect(request, lookup, deadline, stats),
+                              on_lookup_failure=self.on_lookup_failure)
+            if not request.dry_run:
+                self._record_events(admission)
+            seconds = time.monotonic() - started
+            if admission.label == "skipped":
+                self.metrics.skipped(request.kind, request.operation)
+            self.metrics.admission(
+                namespace=request.namespace, kind=request.kind, decision=admission.label, seconds=seconds
+            )
+            self._log(admission, seconds, stats)
+            return admission.response
+        finally:
+            ADMISSION_UID.reset(token)
 
     # ------------------------------------------------------------------ lookups
     def _inspect(

@@ -54,8 +54,16 @@ def _json(status: int, body: dict[str, Any]) -> Response:
     return Response(json.dumps(body, separators=(",", ":")) + "\n", status=status, mimetype="application/json")
 
 
+def _log_refusal(status: int, reason: str, message: str) -> None:
+    """One line per 4xx answer: status, reason and message, never the body."""
+    log.warning("request refused: %s", reason, extra={"fields": {
+        "event": "refused", "status": status, "reason": reason, "message": message,
+        "method": request.method, "path": request.path}})
+
+
 def _bad_request(status: int, reason: str, message: str, services: Services) -> Response:
     services.admission.metrics.bad_requests.labels(reason).inc()
+    _log_refusal(status, reason, message)
     return _json(status, {"code": status, "reason": reason, "message": message})
 
 
@@ -172,7 +180,10 @@ def create_app(services: Services) -> Flask:
         if exc.code == 413:
             return _too_large()
         code = exc.code or 500
-        return _json(code, {"code": code, "reason": exc.name.lower().replace(" ", "_"),
-                            "message": exc.description or exc.name})
+        reason = exc.name.lower().replace(" ", "_")
+        message = exc.description or exc.name
+        if 400 <= code < 500:
+            _log_refusal(code, reason, message)
+        return _json(code, {"code": code, "reason": reason, "message": message})
 
     return app

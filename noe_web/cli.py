@@ -55,14 +55,24 @@ def build_parser() -> argparse.ArgumentParser:
         if exc.name not in WEB_EXTRA_MODULES:
             raise
         add_certs = _needs_web_extra("certs", exc.name)
-    return build_core_parser(
+    parser = build_core_parser(
         extra=(add_serve_parser, add_controller_parser, add_certs, add_report_parser, add_cache_parser)
     )
+    parser.epilog = "Without a COMMAND, the arguments are serve's, as the Go Noe's image runs it."
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``noe`` command; the Go Noe's command lines (no subcommand) run ``serve`` (:mod:`noe_web.noe_compat`)."""
+    from noe_core.cli.options import go_style_argv  # noqa: PLC0415
+    from noe_web.noe_compat import NOTES, noe_style_argv  # noqa: PLC0415
+
     try:
-        return run(argv, build_parser())
+        parser = build_parser()
+        args, notes = noe_style_argv(go_style_argv(list(sys.argv[1:] if argv is None else argv), parser), parser)
+        if notes:
+            parser.set_defaults(**{NOTES: notes})
+        return run(args, parser)
     except ModuleNotFoundError as exc:
         if exc.name not in WEB_EXTRA_MODULES:
             raise

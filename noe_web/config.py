@@ -70,6 +70,7 @@ class ServeConfig:
     max_body_bytes: int
     control_socket: str
     log_level: str
+    log_format: str
     policy: PolicySettings
     registry: Any  # noe_core.registry_settings.RegistrySettings
     node_keychain: Any  # noe_core.credentials.keychain.Keychain | None
@@ -134,6 +135,7 @@ class ServeConfig:
             max_body_bytes=ns.max_body_bytes,
             control_socket=str(ns.control_socket or ""),
             log_level=ns.log_level,
+            log_format=ns.log_format,
             policy=policy,
             registry=registry,
             node_keychain=node_keychain,
@@ -157,6 +159,7 @@ class ServeConfig:
             "event_queue_size": self.event_queue_size,
             "max_body_bytes": self.max_body_bytes,
             "log_level": self.log_level,
+            "log_format": self.log_format,
             "policy": _plain(self.policy),
             "registry": _plain(self.registry, skip=("extra",)),
         }

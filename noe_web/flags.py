@@ -96,6 +96,9 @@ CONTROL_SOCKET = Flag("--control-socket", FilePath("PATH"), default="",
                       help="path of gunicorn's control socket; empty creates none, as a read-only root "
                            "filesystem needs")
 LOG_LEVEL_FLAG = Flag("--log-level", LOG_LEVEL, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+LOG_FORMAT = Flag("--log-format", Choice(("json", "text")), default="json",
+                  help="json: one JSON object per line (time, level, logger, msg, fields); "
+                       "text: 'time level logger msg key=value…' for people at a terminal")
 
 
 # --- the shared registry cache (noe serve, noe cache) ---------------------------------------------------------
@@ -112,7 +115,39 @@ CACHE_FLAGS = (STATE_DIR, CACHE_DIR, MAX_CACHED_IMAGES, MAX_CACHED_TAGS)
 SERVE_FLAGS = (BIND, TLS_CERT_FILE, TLS_KEY_FILE, CERT_DIR, STATE_DIR, METRICS_ADDR, WORKERS, THREADS,
                GRACEFUL_TIMEOUT, KUBECONFIG, ADMISSION_DEADLINE, ON_LOOKUP_FAILURE, IMAGE_PLATFORMS,
                PULL_SECRET_CACHE_TTL, EVENT_QUEUE_SIZE, MAX_BODY_BYTES, CONTROL_SOCKET, LOG_LEVEL_FLAG,
-               CACHE_DIR, MAX_CACHED_IMAGES, MAX_CACHED_TAGS)
+               CACHE_DIR, MAX_CACHED_IMAGES, MAX_CACHED_TAGS, LOG_FORMAT)
+
+# --- the Go Noe's controller-runtime flags, accepted so its command lines work unchanged ----------------------
+# (:mod:`noe_web.noe_compat` maps those that mean something here and warns, in one line, about the others)
+
+LEADER_ELECT = Flag("--leader-elect", Boolean(), env=False, action="negatable",
+                    help="accepted for Noe's command line; noe elects no leader: every replica answers admissions")
+LEADER_ELECTION_ID = Flag("--leader-election-id", DnsName(subdomain=True), env=False,
+                          help="accepted for controller-runtime's command line; ignored")
+LEADER_ELECTION_NAMESPACE = Flag("--leader-election-namespace", DnsName(), env=False,
+                                 help="accepted for controller-runtime's command line; ignored")
+HEALTH_PROBE_ADDR = Flag("--health-probe-addr", HostPort(allow_off=True), env=False,
+                         help="accepted for Noe's command line; ignored: /healthz and /readyz are served on "
+                              "--bind (HTTPS)")
+HEALTH_PROBE_BIND_ADDRESS = Flag("--health-probe-bind-address", HostPort(allow_off=True), env=False,
+                                 help="controller-runtime's name of --health-probe-addr; ignored likewise")
+METRICS_BIND_ADDRESS = Flag("--metrics-bind-address", HostPort(allow_off=True), env=False,
+                            help="controller-runtime's name of --metrics-addr; read as --metrics-addr")
+ZAP_LOG_LEVEL = Flag("--zap-log-level", Choice(("debug", "info", "warn", "error", "dpanic", "panic", "fatal")),
+                     env=False, help="controller-runtime's log level; read as --log-level")
+ZAP_ENCODER = Flag("--zap-encoder", Choice(("json", "console")), env=False,
+                   help="controller-runtime's log encoding; read as --log-format (console: text)")
+ZAP_DEVEL = Flag("--zap-devel", Boolean(), env=False, action="negatable",
+                 help="accepted for controller-runtime's command line; ignored")
+ZAP_STACKTRACE_LEVEL = Flag("--zap-stacktrace-level", Choice(("info", "error", "panic")), env=False,
+                            help="accepted for controller-runtime's command line; ignored")
+ZAP_TIME_ENCODING = Flag("--zap-time-encoding",
+                         Choice(("epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano")), env=False,
+                         help="accepted for controller-runtime's command line; ignored (times are ISO 8601, UTC)")
+
+NOE_COMPAT_FLAGS = (LEADER_ELECT, LEADER_ELECTION_ID, LEADER_ELECTION_NAMESPACE, HEALTH_PROBE_ADDR,
+                    HEALTH_PROBE_BIND_ADDRESS, METRICS_BIND_ADDRESS, ZAP_LOG_LEVEL, ZAP_ENCODER, ZAP_DEVEL,
+                    ZAP_STACKTRACE_LEVEL, ZAP_TIME_ENCODING)
 
 # --- noe certs ---------------------------------------------------------------------------------------------
 
@@ -147,7 +182,7 @@ REPORT_NAMESPACE = Flag(
 API_TIMEOUT = Flag("--api-timeout", Seconds(0, 300, above=True), default="30",
                    help="seconds allowed for each Kubernetes API request")
 CONCURRENCY = Flag("--concurrency", Integer(1, 256), default="8", help="registry lookups run at the same time")
-REPORT_OUTPUT = Flag("--output", Choice(("table", "json")), short="-o", env=False, default="table",
+REPORT_OUTPUT = Flag("--output", Choice(("table", "json", "yaml")), short="-o", env=False, default="table",
                      help="standard output format")
 HTML = Flag("--html", FilePath("FILE"), env=False, default="",
             help="also write a self-contained HTML page to FILE")

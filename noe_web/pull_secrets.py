@@ -11,6 +11,7 @@ Only a Secret's namespace/name ever appears in a message, never its content.
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -55,7 +56,11 @@ def pull_secret_keychain(
     from noe_core.credentials.docker_config import keychain_from_pull_secret  # noqa: PLC0415
     from noe_core.credentials.keychain import MultiKeychain  # noqa: PLC0415
 
-    futures = {name: pool.submit(kube.get_secret, namespace, name, timeout=budget) for name in names}
+    # Each GET runs in a copy of the caller's context, so its log lines carry the admission's uid.
+    futures = {
+        name: pool.submit(contextvars.copy_context().run, kube.get_secret, namespace, name, timeout=budget)
+        for name in names
+    }
     concurrent.futures.wait(futures.values(), timeout=budget)
     chains = []
     for name, future in futures.items():

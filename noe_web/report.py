@@ -18,7 +18,7 @@ image platforms are filtered as the webhook filters them (``--system-os``,
 attestations and ``unknown`` entries ignored). The other placement flags are
 accepted, so the webhook's ``NOE_*`` environment works unchanged, and ignored.
 
-Output: a table (default), ``-o json`` (shape in docs/report.md), and ``--html
+Output: a table (default), ``-o json`` or ``-o yaml`` (shape in docs/report.md), and ``--html
 FILE``, one self-contained page. Exit status: 0 success (whatever the cluster's
 state), 2 bad input or usage, 1 when the Kubernetes API or every registry lookup fails.
 """
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime as dt
-import json
 import os
 import sys
 from collections import Counter
@@ -52,6 +51,7 @@ from noe_core import (
     StaticPlatforms,
 )
 from noe_core.cli.flags import LOOKUP_TIMEOUT, PLATFORMS, add_flags, require
+from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.owners import INTERMEDIATE_KINDS, Owners
 from noe_core.report import DEFAULT_ARCHITECTURES, PodEntry, Report, build_report, cores, read_pod
@@ -467,9 +467,8 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         finally:
             close()
     report = build_report(inventory.pods, lookups.answers, settings, archs)
-    if ns.output == "json":
-        json.dump(report.to_json(), out, indent=2)
-        out.write("\n")
+    if ns.output != "table":
+        out.write(dump(report.to_json(), ns.output))
     else:
         out.write(render_table(report, top=ns.top))
     if ns.html:

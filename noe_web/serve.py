@@ -15,6 +15,7 @@ Start-up order, in the master process:
 from __future__ import annotations
 
 import argparse
+import contextvars
 import datetime as dt
 import json
 import logging
@@ -22,7 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,25 +32,107 @@ from noe_web.config import ServeConfig, add_serve_arguments
 
 log = logging.getLogger("noe.serve")
 
-_STD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+ADMISSION_UID: contextvars.ContextVar[str | None] = contextvars.ContextVar("noe_admission_uid", default=None)
+"""The uid of the admission being answered; set by ``AdmissionService.review``, copied into lookup threads."""
+
+LOG_FORMATS = ("json", "text")
+
+
+def _base(record: logging.LogRecord) -> dict[str, Any]:
+    """The keys every line has, then the admission uid and the record's ``fields``."""
+    out: dict[str, Any] = {
+        "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
+        "level": record.levelname.lower(),
+        "logger": record.name,
+        "msg": record.getMessage(),
+    }
+    uid = getattr(record, "uid", None)
+    if uid is not None:
+        out["uid"] = uid
+    fields = getattr(record, "fields", None)
+    if isinstance(fields, dict):
+        out.update(fields)
+    return out
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, msg and the record's ``fields``."""
+    """One JSON object per line: time, level, logger, msg, the admission uid and the record's ``fields``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            out.update(fields)
+        out = _base(record)
         if record.exc_info:
             out["error"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str, separators=(",", ":"))
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger msg key=value…`` on one line, for people at a terminal (``--log-format text``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = _base(record)
+        head = " ".join(str(out.pop(key)) for key in ("time", "level", "logger"))
+        msg = " ".join(str(out.pop("msg")).split())
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        pairs = " ".join(f"{key}={_text_value(value)}" for key, value in out.items() if value is not None)
+        return f"{head} {msg}" + (f" {pairs}" if pairs else "")
+
+
+def _text_value(value: object) -> str:
+    if isinstance(value, str) and value and not any(c.isspace() or c in '"=' for c in value):
+        return value
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+class UidFilter(logging.Filter):
+    """Adds the uid of the admission being answered (if any) to each record, in the thread that logs it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "uid", None) is None:
+            record.uid = ADMISSION_UID.get()
+        return True
+
+
+class AccessFields(logging.Filter):
+    """gunicorn's access-log atoms as fields (method, path without query, status, duration, peer).
+
+    The query string and headers are left out: they are not needed to operate
+    the webhook and may carry what should not be logged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        atoms = record.args
+        if isinstance(atoms, Mapping):
+            try:
+                fields: dict[str, Any] = {
+                    "event": "access",
+                    "method": atoms["m"],
+                    "path": atoms["U"],
+                    "status": int(str(atoms["s"])),
+                    "duration_ms": round(int(str(atoms["D"])) / 1000, 2),
+                    "remote": atoms["h"],
+                }
+            except (KeyError, TypeError, ValueError):
+                return True
+            record.msg, record.args = "%s %s %s", (fields["method"], fields["path"], fields["status"])
+            record.fields = fields
+        return True
+
+
+class ConfigDump(logging.Filter):
+    """gunicorn's ``--log-level debug`` configuration block (one ``  name: value`` line per setting) as one
+    ``config`` field, so the dump is one line like every other."""
+
+    HEAD = "Current configuration:\n"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(self.HEAD) and not record.args:
+            settings = dict(
+                line.strip().partition(": ")[::2] for line in record.msg[len(self.HEAD):].splitlines() if line.strip()
+            )
+            record.msg = "gunicorn configuration"
+            record.fields = {"event": "gunicorn-config", "config": settings}
+        return True
 
 
 class LineHandler(logging.Handler):
@@ -59,6 +142,11 @@ class LineHandler(logging.Handler):
     request threads of a worker queued behind each other's log line, which took
     more time than the admission itself under load.
     """
+
+    def __init__(self, level: int | str = logging.NOTSET, log_format: str = "json") -> None:
+        super().__init__(level)
+        self.setFormatter(TextFormatter() if log_format == "text" else JsonFormatter())
+        self.addFilter(UidFilter())
 
     def createLock(self) -> None:
         self.lock = None
@@ -73,20 +161,39 @@ class LineHandler(logging.Handler):
             self.handleError(record)
 
 
-def configure_logging(level: str) -> None:
-    logger = logging.getLogger("noe")
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-    handler = LineHandler()
-    handler.setFormatter(JsonFormatter())
-    logger.addHandler(handler)
-    logger.setLevel(level)
-    logger.propagate = False
-    # noe_core modules log under their module names
-    core = logging.getLogger("noe_core")
-    core.handlers = [handler]
-    core.setLevel(level)
-    core.propagate = False
+def configure_logging(level: str, log_format: str = "json") -> None:
+    """noe's, noe_core's, Python warnings' and other libraries' records: one line each through :class:`LineHandler`."""
+    handler = LineHandler(log_format=log_format)
+    for name, logger_level in (("noe", level), ("noe_core", level), ("", "WARNING")):
+        logger = logging.getLogger(name)
+        for old in list(logger.handlers):
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.setLevel(logger_level)
+        logger.propagate = name == ""
+    logging.captureWarnings(True)  # warnings.warn → the "py.warnings" logger → the root's handler
+
+
+def gunicorn_logconfig(level: str, log_format: str) -> dict[str, Any]:
+    """gunicorn's ``logconfig_dict``: its error and access logs through noe's handler and formatter.
+
+    Access lines are written at ``--log-level debug`` only: each admission already has its own line,
+    and a second line per request cost about a tenth of the served throughput.
+    """
+    handler = {"()": LineHandler, "log_format": log_format}
+    access_level = "INFO" if level.upper() == "DEBUG" else "WARNING"
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "root": {"level": "WARNING", "handlers": ["noe"]},
+        "loggers": {
+            "gunicorn.error": {"level": level.upper(), "handlers": ["noe"], "propagate": False},
+            "gunicorn.access": {"level": access_level, "handlers": ["access"], "propagate": False},
+        },
+        "filters": {"access": {"()": AccessFields}, "config": {"()": ConfigDump}},
+        "handlers": {"noe": {**handler, "filters": ["config"]}, "access": {**handler, "filters": ["access"]}},
+        "formatters": {},
+    }
 
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -95,12 +202,23 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         help="run the admission webhook (TLS, gunicorn)",
         description="Run the mutating admission webhook over TLS. Every flag is also a NOE_* variable.",
     )
-    add_serve_arguments(parser)
+    _add_arguments(parser)
     parser.set_defaults(run=run_serve)
 
 
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    from noe_core.cli.flags import add_flags  # noqa: PLC0415
+    from noe_web.flags import NOE_COMPAT_FLAGS  # noqa: PLC0415
+
+    add_serve_arguments(parser)
+    add_flags(parser.add_argument_group("accepted for the Go Noe's command line (see 'noe_web/noe_compat.py')"),
+              NOE_COMPAT_FLAGS)
+
+
 def _emit(doc: dict[str, Any]) -> None:
-    print(json.dumps(doc, default=str, separators=(",", ":")), flush=True)
+    """A start-up line: the document's ``msg`` as the message, the rest as fields."""
+    fields = dict(doc)
+    log.info(str(fields.pop("msg")), extra={"fields": fields})
 
 
 def build_app(config: ServeConfig, api: Any) -> Any:
@@ -114,7 +232,7 @@ def build_app(config: ServeConfig, api: Any) -> Any:
     from noe_web.kube import KubeClient  # noqa: PLC0415
     from noe_web.metrics import Metrics  # noqa: PLC0415
 
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, config.log_format)
     metrics = Metrics()
     static = StaticPlatforms.load(config.image_platforms) if config.image_platforms else None
     from noe_web.registry_cache import open_cache, sized  # noqa: PLC0415
@@ -174,7 +292,12 @@ def _metrics_dir() -> tuple[Path, Callable[[], None]]:
 
 
 def run_serve(ns: argparse.Namespace) -> int:
-    configure_logging(ns.log_level)
+    from noe_web.noe_compat import apply_compat_flags  # noqa: PLC0415
+
+    notes = apply_compat_flags(ns)
+    configure_logging(ns.log_level, ns.log_format)
+    for note in notes:
+        log.warning(note)
     try:
         config = ServeConfig.from_args(ns)
         tls = _tls(config)
@@ -182,7 +305,7 @@ def run_serve(ns: argparse.Namespace) -> int:
     except InvalidSettings as exc:
         print(f"noe serve: {exc}", file=sys.stderr, flush=True)
         return 2
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, config.log_format)
     if api is None:
         log.warning("no Kubernetes API access (no --kubeconfig, not in a cluster): "
                     "imagePullSecrets are not read and no Events are written")
@@ -233,6 +356,7 @@ def run_serve(ns: argparse.Namespace) -> int:
         request_timeout=max(30.0, config.admission_deadline * 4),
         control_socket=config.control_socket,
         log_level=config.log_level,
+        logconfig=gunicorn_logconfig(config.log_level, config.log_format),
         metrics=metrics_server,
         on_exit=cleanup,
     )
@@ -283,8 +407,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from noe_core.cli.options import go_style_argv  # noqa: PLC0415
 
     parser = NoeArgumentParser(prog="noe serve")
-    add_serve_arguments(parser)
-    ns = parser.parse_args(go_style_argv(list(sys.argv[1:] if argv is None else argv)))
+    _add_arguments(parser)
+    ns = parser.parse_args(go_style_argv(list(sys.argv[1:] if argv is None else argv), parser))
     return run_serve(ns)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
 
 from noe_web.tls import ReloadingContext
 from noe_web.worker import WORKER_CONNECTIONS, GuardedThreadWorker
@@ -47,6 +48,18 @@ class _PerProcessContext:
                     self._context = ReloadingContext(self.cert_file, self.key_file)
                     self._pid = pid
         return self._context.get()
+
+
+class _Logger(Logger):  # type: ignore[misc]
+    """gunicorn's logger, formatting an access line only when the access log would write it.
+
+    With a ``logconfig_dict``, gunicorn builds every request's access-log fields
+    even when its ``gunicorn.access`` logger is off (noe's default below debug).
+    """
+
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        if self.access_log.isEnabledFor(logging.INFO):
+            super().access(resp, req, environ, request_time)
 
 
 class MetricsServer:
@@ -87,6 +100,7 @@ class NoeServer(BaseApplication):  # type: ignore[misc]
         request_timeout: float,
         control_socket: str = "",
         log_level: str = "info",
+        logconfig: dict[str, Any] | None = None,
         metrics: MetricsServer | None = None,
         on_exit: Callable[[], None] | None = None,
     ) -> None:
@@ -103,8 +117,12 @@ class NoeServer(BaseApplication):  # type: ignore[misc]
             "timeout": math.ceil(request_timeout),
             "keepalive": 30,  # the API server keeps webhook connections open
             "proc_name": "noe-webhook",
+            # noe's JSON (or text) lines for gunicorn's error and access logs; the access log is on
+            # because a logconfig_dict is given.
             "accesslog": None,
             "errorlog": "-",
+            "logconfig_dict": logconfig or {},
+            "logger_class": _Logger,
             "loglevel": log_level.lower(),
             "child_exit": self._child_exit,
             "post_fork": self._post_fork,

@@ -59,7 +59,9 @@ FREE_TEXT = {
     ("controller", "--docker-config"), ("controller", "--containerd-config"),
 }
 # Option names two commands use for different settings, each declared once per meaning.
-HOMONYMS = {"--namespace", "--output", "--filename"}  # mutate: namespace of bare objects; certs: of the Service
+HOMONYMS = {"--namespace", "--output", "--filename",
+            # serve accepts them for the Go Noe's command line and ignores them; controller elects a leader
+            "--leader-elect", "--leader-election-id", "--leader-election-namespace"}  # mutate: namespace of bare objects; certs: of the Service
 # and Secret; report: the one namespace to read. --output and --filename: each command's own formats and inputs.
 
 
@@ -208,7 +210,8 @@ def test_the_variable_is_parsed_like_the_flag_and_the_flag_wins(monkeypatch: pyt
     monkeypatch.setenv("NOE_PREFERRED_ARCH", "x86_64")
     monkeypatch.setenv("NOE_VERIFY_PLATFORM_MANIFESTS", "off")
     monkeypatch.setenv("NOE_CACHE_TTL", "1h30m")
-    ns = build_parser().parse_args(go_style_argv(["mutate", "-f", "-", "-lookup-timeout=7"]))
+    parser = build_parser()
+    ns = parser.parse_args(go_style_argv(["mutate", "-f", "-", "-lookup-timeout=7"], parser))
     assert ns.lookup_timeout == 7.0  # the Go-style flag beats the variable
     assert ns.preferred_arch == "amd64"  # normalised through the architecture aliases
     assert ns.verify_platform_manifests is False

@@ -33,7 +33,8 @@ SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentParser:
-    """The ``noe`` parser with ``mutate`` and ``inspect``, plus the ``extra`` subcommands."""
+    """The ``noe`` parser with ``mutate`` and ``inspect``, plus the ``extra`` subcommands and ``completion``."""
+    from noe_core.cli.completion import add_completion_parser  # noqa: PLC0415
     from noe_core.cli.inspect import add_inspect_parser  # noqa: PLC0415
     from noe_core.cli.mutate import add_mutate_parser  # noqa: PLC0415
 
@@ -51,6 +52,7 @@ def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentPars
     add_inspect_parser(subparsers)
     for add in extra:
         add(subparsers)
+    add_completion_parser(subparsers, parser)
     return parser
 
 
@@ -60,7 +62,7 @@ def run(argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> int:
     Usage errors (a bad value of any flag or ``NOE_*`` variable) exit 2 with
     one line; subcommands return their own status.
     """
-    args = go_style_argv(list(sys.argv[1:] if argv is None else argv))
+    args = go_style_argv(list(sys.argv[1:] if argv is None else argv), parser)
     ns = parser.parse_args(args)
     status: int = ns.run(ns)
     return status

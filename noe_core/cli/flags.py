@@ -208,6 +208,20 @@ def flag_of(action: argparse.Action) -> Flag | None:
     return convert.flag if isinstance(convert, _Convert) else None
 
 
+class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subcommand parsers that refuse arguments they do not know themselves.
+
+    argparse hands a subcommand's unknown arguments back to the top-level
+    parser, whose error then names ``noe`` and its usage; here the subcommand's
+    own parser says it (``noe serve: unrecognized arguments: --x``).
+    """
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        parser = super().add_parser(name, **kwargs)
+        parser.subcommand = True
+        return parser
+
+
 class NoeArgumentParser(argparse.ArgumentParser):
     """argparse with usage errors on one line (``noe mutate: argument --x: …``), exit status 2.
 
@@ -215,13 +229,22 @@ class NoeArgumentParser(argparse.ArgumentParser):
     command line, since argparse converts only string defaults.
     """
 
+    subcommand = False
+    """True for a subcommand's parser: it reports its unknown arguments itself."""
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {' '.join(message.split())}\n")
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("action", _Subcommands)
+        return super().add_subparsers(**kwargs)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         ns, rest = super().parse_known_args(args, namespace)
+        if rest and self.subcommand:
+            self.error(f"unrecognized arguments: {' '.join(rest)}")
         for action in self._actions:
             values = getattr(ns, action.dest, None)
             if isinstance(action, _Append) and isinstance(values, list) and isinstance(action.type, _Convert):
@@ -240,6 +263,11 @@ def _source(ns: argparse.Namespace, flag: Flag, value: object) -> str:
     if variable and flag.dest not in given and variable in os.environ:
         return _shown(EnvText(text, variable))
     return repr(text)
+
+
+def given(ns: argparse.Namespace, flag: Flag) -> bool:
+    """Whether ``flag`` was given on the command line (not its default, not its variable)."""
+    return flag.dest in getattr(ns, _GIVEN, set())
 
 
 def parse_text(flag: Flag, text: str) -> Any:
@@ -378,7 +406,9 @@ LOOKUP_TIMEOUT = Flag(
 
 # --- noe inspect -------------------------------------------------------------------------------------------
 
-JSON = Flag("--json", Boolean(), env=False, action="switch", help="print one JSON object")
+INSPECT_OUTPUT = Flag("--output", Choice(("text", "json", "yaml")), short="-o", env=False, default="text",
+                      help="output format")
+JSON = Flag("--json", Boolean(), env=False, action="switch", help="print one JSON object (same as -o json)")
 INSPECT_TIMEOUT = Flag("--timeout", Seconds(0, 3600, above=True), default="30", help="give up after this long")
 VERBOSE = Flag("--verbose", Boolean(), short="-v", env=False, action="switch",
                help="print request and cache counters on stderr")

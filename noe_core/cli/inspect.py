@@ -2,7 +2,7 @@
 
 Prints the canonical reference, the digest of the index or manifest (the one
 ``docker manifest inspect`` does not show), its media type and each platform
-with its manifest digest; ``--json`` prints the same as one JSON object.
+with its manifest digest; ``-o json|yaml`` (``--json``: ``-o json``) prints the same as one document.
 
 Exit status: 0 success; 1 registry or authentication failure (one line on
 stderr: registry, HTTP status, what to check — never a secret); 2 bad input.
@@ -16,7 +16,8 @@ import logging
 import sys
 from typing import TextIO
 
-from noe_core.cli.flags import INSPECT_TIMEOUT, JSON, VERBOSE, NoeArgumentParser, add_flags
+from noe_core.cli.flags import INSPECT_OUTPUT, INSPECT_TIMEOUT, JSON, VERBOSE, NoeArgumentParser, add_flags
+from noe_core.cli.output import dump
 from noe_core.cli.registry_options import (
     add_registry_arguments,
     node_keychain_from_args,
@@ -47,7 +48,8 @@ def add_inspect_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
 
 def configure_inspect_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. nginx:1.27 or reg.corp/a@sha256:…")
-    add_flags(parser, (JSON, INSPECT_TIMEOUT, VERBOSE))
+    add_flags(parser.add_mutually_exclusive_group(), (INSPECT_OUTPUT, JSON))
+    add_flags(parser, (INSPECT_TIMEOUT, VERBOSE))
     add_registry_arguments(parser)
     parser.set_defaults(run=run_inspect)
 
@@ -92,8 +94,9 @@ def run_inspect(ns: argparse.Namespace, *, out: TextIO | None = None, err: TextI
         session.close()
         if getattr(ns, "verbose", False):
             stderr.write(json.dumps(observer.summary(), indent=2) + "\n")
-    if ns.json:
-        stdout.write(json.dumps(info.to_json(), indent=2) + "\n")
+    fmt = "json" if ns.json else ns.output
+    if fmt != "text":
+        stdout.write(dump(info.to_json(), fmt))
     else:
         _human(info, stdout)
     return EXIT_OK
@@ -106,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     parser = NoeArgumentParser(prog="noe inspect")
     configure_inspect_parser(parser)
-    ns = parser.parse_args(go_style_argv(sys.argv[1:] if argv is None else argv))
+    ns = parser.parse_args(go_style_argv(sys.argv[1:] if argv is None else argv, parser))
     return run_inspect(ns)
 
 

@@ -14,7 +14,6 @@ controller creates. Exit status: 0 allowed, 3 denied, 2 bad input or usage.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from noe_core.cli.flags import (
     add_flags,
     require,
 )
+from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
 from noe_core.lookup import Inspect, LookupResult, Lookups
@@ -209,12 +209,6 @@ def evaluate(
     return Outcome(kind, name, doc, decision.obj, decision, admission.lookups, patch=decision.patch)
 
 
-def _dump(data: Any, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=False) + "\n"
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-
-
 def _lookup_text(lookup: object) -> str:
     platforms = getattr(lookup, "platforms", None)
     if platforms is not None:
@@ -291,9 +285,9 @@ def run_mutate(ns: argparse.Namespace, *, stdin: TextIO | None = None, stdout: T
         return EXIT_BAD_INPUT
     rendered = [render(outcome, ns) for outcome in outcomes]
     if ns.output == "json":
-        out.write(_dump(rendered[0] if len(rendered) == 1 else rendered, "json"))
+        out.write(dump(rendered[0] if len(rendered) == 1 else rendered, "json"))
     else:
-        out.write("---\n".join(_dump(item, "yaml") for item in rendered))
+        out.write("---\n".join(dump(item, "yaml") for item in rendered))
     status = EXIT_ALLOWED
     for outcome in outcomes:
         decision = outcome.decision

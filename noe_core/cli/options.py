@@ -10,10 +10,10 @@ Go Noe's command lines keep working unchanged.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+import argparse
+from collections.abc import Mapping, Sequence
 
-_GO_LONG_FLAG = re.compile(r"^-[a-z][a-z0-9]*(-[a-z0-9]+)*[a-z0-9](=.*)?$", re.DOTALL)
+from noe_core.cli.values import BadValue, Boolean
 
 
 def env_name(flag: str) -> str:
@@ -21,13 +21,56 @@ def env_name(flag: str) -> str:
     return "NOE_" + flag.lstrip("-").upper().replace("-", "_")
 
 
-def go_style_argv(argv: Sequence[str]) -> list[str]:
-    """Rewrite Go-style single-dash long flags (``-preferred-arch``) as ``--preferred-arch``.
+def long_options(parser: argparse.ArgumentParser) -> dict[str, bool]:
+    """Every ``--name`` of ``parser`` and of its subcommands' parsers → whether it is a switch (takes no value)."""
+    found: dict[str, bool] = {}
+    stack = [parser]
+    while stack:
+        current = stack.pop()
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(action.choices.values())
+            for name in action.option_strings:
+                if name.startswith("--"):
+                    found[name] = found.get(name, False) or action.nargs == 0
+    return found
 
-    Only tokens that look like a long flag are touched: ``-f`` and ``-o`` stay
-    short options and ``-`` (stdin) stays a value.
+
+def go_style_argv(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
+    """Go's flag syntax, as the Go Noe's command lines use it, rewritten for argparse.
+
+    * ``-preferred-arch amd64`` → ``--preferred-arch amd64``, only when
+      ``--preferred-arch`` is an option of ``parser`` or one of its subcommands:
+      ``-ojson`` stays the short option ``-o`` with the value ``json``, ``-`` (stdin) a value;
+    * ``--leader-elect=true`` (a switch given a boolean, as Go allows) →
+      ``--leader-elect``; ``=false`` → ``--no-leader-elect`` when the switch has a negation,
+      else nothing (off is a switch's default).
+
+    Tokens after ``--`` are left alone.
     """
-    return [
-        "-" + token if _GO_LONG_FLAG.match(token) else token
-        for token in argv
-    ]
+    known = long_options(parser)
+    out: list[str] = []
+    for index, given in enumerate(argv):
+        if given == "--":
+            return out + list(argv[index:])
+        single = given.startswith("-") and not given.startswith("--") and "-" + given.partition("=")[0] in known
+        token = "-" + given if single else given
+        rewritten = _go_switch(token, known) if token.startswith("--") else token
+        if rewritten is not None:
+            out.append(rewritten)
+    return out
+
+
+def _go_switch(token: str, known: Mapping[str, bool]) -> str | None:
+    """``--switch=true`` → ``--switch``; ``=false`` → its negation, or ``None`` (dropped)."""
+    name, eq, value = token.partition("=")
+    if not eq or not known.get(name):
+        return token
+    try:
+        on = Boolean()(value)
+    except BadValue:
+        return token  # argparse says the switch takes no value
+    if on:
+        return name
+    negation = "--no-" + name[2:]
+    return negation if negation in known else None

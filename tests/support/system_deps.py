@@ -7,6 +7,7 @@
     buildah           (Debian ``buildah``: builds the Dockerfile without a daemon, tests/test_image.py)
     debootstrap       (Debian ``debootstrap``: the local Debian base that image is built on)
     promtool          (Debian ``prometheus``: checks and unit-tests the chart's alerts and dashboard queries)
+    zsh, fish         (Debian ``zsh``, ``fish``: syntax-check ``noe completion zsh|fish``)
 
 Does nothing, quickly, when all are on PATH. Otherwise runs ``apt-get update`` and
 ``apt-get install -y --no-install-recommends`` for the missing packages; exits 1 with a
@@ -32,6 +33,8 @@ PROGRAMS = {
     "buildah": "buildah",
     "debootstrap": "debootstrap",
     "promtool": "prometheus",
+    "zsh": "zsh",
+    "fish": "fish",
 }
 
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/usr/sbin"])
