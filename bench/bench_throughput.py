@@ -4,8 +4,8 @@ Run: ``python bench/bench_throughput.py [REQUESTS] [CONCURRENCY] [ROUNDS]``. Sta
 docker-registry on 127.0.0.1, pushes a manifest list and a single-arch image,
 then starts, with one self-signed certificate, 2 gthread workers x 8 threads each:
 
-* ``noe serve`` at its defaults (registry lookups, caches warmed on both workers, two JSON log lines
-  per admission at level INFO: noe's admission line and gunicorn's access line);
+* ``noe serve`` at its defaults (registry lookups, caches warmed on both workers, one JSON log line
+  per admission at level INFO; gunicorn's access lines are written at debug only);
 * ``bench/bare_app.py``: the same gunicorn application class answering the same
   AdmissionReview with a fixed body, no admission work.
 
