@@ -37,8 +37,14 @@ def main() -> None:
     bind, cert, key, workers, threads, answer_file = sys.argv[1:7]
     answer = Path(answer_file).read_bytes()
     NoeServer(
-        bind=bind, workers=int(workers), threads=int(threads), cert_file=Path(cert), key_file=Path(key),
-        app_factory=lambda: create_bare_app(answer), graceful_timeout=5, request_timeout=30,
+        bind=bind,
+        workers=int(workers),
+        threads=int(threads),
+        cert_file=Path(cert),
+        key_file=Path(key),
+        app_factory=lambda: create_bare_app(answer),
+        graceful_timeout=5,
+        request_timeout=30,
         log_level="warning",
     ).run()
 

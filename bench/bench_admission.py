@@ -72,11 +72,32 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NOE_", "PROMETHEUS_"))}
         log = (Path(tmp) / "noe.log").open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "noe_web", "serve", "--bind", f"127.0.0.1:{port}", "--metrics-addr",
-             f"127.0.0.1:{free_port()}", "--state-dir", str(Path(tmp) / "state"), "--image-platforms",
-             str(platforms), "--insecure-registries", "127.0.0.1:*", "--workers", "2", "--threads", "8",
-             "--log-level", "WARNING"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "noe_web",
+                "serve",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--metrics-addr",
+                f"127.0.0.1:{free_port()}",
+                "--state-dir",
+                str(Path(tmp) / "state"),
+                "--image-platforms",
+                str(platforms),
+                "--insecure-registries",
+                "127.0.0.1:*",
+                "--workers",
+                "2",
+                "--threads",
+                "8",
+                "--log-level",
+                "WARNING",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
         )
         ca = Path(tmp) / "state" / "ca.crt"
         url = f"https://127.0.0.1:{port}"
@@ -112,10 +133,12 @@ def main() -> None:
 
             results = {
                 "livez": timed(session, rounds, lambda s: s.get(url + "/livez", timeout=10)),
-                "static": timed(session, rounds,
-                                lambda s: s.post(url + "/mutate", data=static_body, headers=headers, timeout=10)),
-                "warm": timed(session, rounds,
-                              lambda s: s.post(url + "/mutate", data=warm_body, headers=headers, timeout=10)),
+                "static": timed(
+                    session, rounds, lambda s: s.post(url + "/mutate", data=static_body, headers=headers, timeout=10)
+                ),
+                "warm": timed(
+                    session, rounds, lambda s: s.post(url + "/mutate", data=warm_body, headers=headers, timeout=10)
+                ),
             }
             session.close()
         finally:
@@ -125,8 +148,9 @@ def main() -> None:
     print(f"{rounds} sequential keep-alive requests each, 2 workers x 8 threads, TLS on 127.0.0.1")
     print(f"{'case':8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
     for name, values in results.items():
-        print(f"{name:8} {percentile(values, 0.5):8.2f} {percentile(values, 0.99):8.2f} "
-              f"{statistics.fmean(values):8.2f}")
+        print(
+            f"{name:8} {percentile(values, 0.5):8.2f} {percentile(values, 0.99):8.2f} {statistics.fmean(values):8.2f}"
+        )
     for base in ("livez", "static"):
         p50 = percentile(results["warm"], 0.5) / percentile(results[base], 0.5)
         p99 = percentile(results["warm"], 0.99) / percentile(results[base], 0.99)

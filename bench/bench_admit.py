@@ -73,8 +73,14 @@ def _admit_callable(settings: PolicySettings) -> Callable[[dict[str, Any]], dict
     def run_before(doc: dict[str, Any]) -> dict[str, Any]:
         request = admission_module.parse_admission_review(doc)
         images = images_to_inspect(request.obj, kind=request.kind, operation=request.operation)
-        decision = decide(request.obj, kind=request.kind, operation=request.operation,
-                          namespace=request.namespace, lookups={i: lookups[i] for i in images}, settings=settings)
+        decision = decide(
+            request.obj,
+            kind=request.kind,
+            operation=request.operation,
+            namespace=request.namespace,
+            lookups={i: lookups[i] for i in images},
+            settings=settings,
+        )
         return admission_module.review_response(request, decision)
 
     return run_before
@@ -88,8 +94,9 @@ def _service_review() -> Callable[[dict[str, Any]], dict[str, Any]]:
     logging.getLogger("noe").setLevel(logging.INFO)
     logging.getLogger("noe").addHandler(logging.NullHandler())
     logging.getLogger("noe").propagate = False
-    service = AdmissionService(policy=PolicySettings(), metrics=Metrics(),
-                               static=StaticPlatforms.from_mapping(PLATFORMS))
+    service = AdmissionService(
+        policy=PolicySettings(), metrics=Metrics(), static=StaticPlatforms.from_mapping(PLATFORMS)
+    )
     return service.review
 
 

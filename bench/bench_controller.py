@@ -59,21 +59,48 @@ def populate(cluster: FakeCluster, pods: int, nodes: int) -> dict[str, list[str]
         elif platforms[image] == ["linux/amd64"]:
             node_index &= ~1
         pod = {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"pod-{index:05d}", "namespace": f"ns-{index % 40}",
-                         "labels": {"app": f"app-{index % 300}", "pod-template-hash": "5d8f9c7b6"},
-                         "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-01T00:00:00Z"},
-                         **({} if misplaced else {"ownerReferences": owned_by("ReplicaSet", f"rs-{index % 300}")})},
-            "spec": {"nodeName": f"node-{node_index:03d}",
-                     "containers": [{"name": "app", "image": image, "ports": [{"containerPort": 8080}],
-                                     "env": [{"name": f"VAR_{k}", "value": "x" * 40} for k in range(10)],
-                                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
-                     "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
-                                      "effect": "NoExecute", "tolerationSeconds": 300}]},
-            "status": {**ready(not misplaced),
-                       "containerStatuses": [{"name": "app", "image": image, "imageID": f"{image}@sha256:{'c' * 64}",
-                                              "restartCount": 0, "ready": not misplaced,
-                                              "state": {"running": {"startedAt": "2026-12-01T00:00:00Z"}}}]},
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"pod-{index:05d}",
+                "namespace": f"ns-{index % 40}",
+                "labels": {"app": f"app-{index % 300}", "pod-template-hash": "5d8f9c7b6"},
+                "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-01T00:00:00Z"},
+                **({} if misplaced else {"ownerReferences": owned_by("ReplicaSet", f"rs-{index % 300}")}),
+            },
+            "spec": {
+                "nodeName": f"node-{node_index:03d}",
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": image,
+                        "ports": [{"containerPort": 8080}],
+                        "env": [{"name": f"VAR_{k}", "value": "x" * 40} for k in range(10)],
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                    }
+                ],
+                "tolerations": [
+                    {
+                        "key": "node.kubernetes.io/not-ready",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 300,
+                    }
+                ],
+            },
+            "status": {
+                **ready(not misplaced),
+                "containerStatuses": [
+                    {
+                        "name": "app",
+                        "image": image,
+                        "imageID": f"{image}@sha256:{'c' * 64}",
+                        "restartCount": 0,
+                        "ready": not misplaced,
+                        "state": {"running": {"startedAt": "2026-12-01T00:00:00Z"}},
+                    }
+                ],
+            },
         }
         cluster.add("pods", pod)
     return platforms
@@ -82,8 +109,11 @@ def populate(cluster: FakeCluster, pods: int, nodes: int) -> dict[str, list[str]
 def wait_for_line(path: Path, event: str, count: int, timeout: float) -> dict[str, Any]:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        found = [json.loads(line) for line in path.read_text(errors="replace").splitlines()
-                 if line.startswith("{") and f'"event":"{event}"' in line]
+        found = [
+            json.loads(line)
+            for line in path.read_text(errors="replace").splitlines()
+            if line.startswith("{") and f'"event":"{event}"' in line
+        ]
         if len(found) >= count:
             return found[count - 1]
         time.sleep(0.05)
@@ -98,18 +128,42 @@ def rss_kib(pid: int) -> int:
 
 
 def counted(cluster: FakeCluster, since: int) -> list[tuple[str, str]]:
-    return [(r.method, r.path) for r in cluster.api.requests_snapshot()[since:]
-            if "watch=1" not in r.path and "/leases" not in r.path]
+    return [
+        (r.method, r.path)
+        for r in cluster.api.requests_snapshot()[since:]
+        if "watch=1" not in r.path and "/leases" not in r.path
+    ]
 
 
 def spawn(kubeconfig: Path, platforms: Path, log: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "noe_web", "controller", "--kubeconfig", str(kubeconfig),
-             "--metrics-addr", "", "--leader-election-namespace", "noe", "--image-platforms", str(platforms),
-             "--lease-duration", "2s", "--renew-deadline", "1.5s", "--retry-period", "0.2s"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+            [
+                sys.executable,
+                "-m",
+                "noe_web",
+                "controller",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--metrics-addr",
+                "",
+                "--leader-election-namespace",
+                "noe",
+                "--image-platforms",
+                str(platforms),
+                "--lease-duration",
+                "2s",
+                "--renew-deadline",
+                "1.5s",
+                "--retry-period",
+                "0.2s",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+        )
 
 
 def empty_cluster_rss(work: Path, nodes: int) -> int:
@@ -175,8 +229,12 @@ def main() -> None:
                 # take the Lease away (another holder renews it once), then let it expire
                 mark = len(cluster.api.requests_snapshot())
                 events_before = len(cluster.events())
-                cluster.update("leases", "noe", "noe-controller",
-                               lambda lease: lease["spec"].update(holderIdentity="bench-intruder"))
+                cluster.update(
+                    "leases",
+                    "noe",
+                    "noe-controller",
+                    lambda lease: lease["spec"].update(holderIdentity="bench-intruder"),
+                )
                 second = wait_for_line(log, "reconciled", 2, 120)
                 if second["pods"] != pods:
                     raise SystemExit(f"the second reconcile saw {second['pods']} pods, not {pods}")
@@ -190,13 +248,19 @@ def main() -> None:
     lists = sum(1 for method, path in first_requests if path.startswith("/api/v1/pods?") and method == "GET")
     print(f"cluster        {pods} pods, {nodes} nodes, {IMAGES} images (--image-platforms)")
     print(f"list           {list_seconds:8.2f} s   paginated list of every pod, limit 500 (baseline)")
-    print(f"first          {first_seconds:8.2f} s   start to end of first full reconcile "
-          f"({first_seconds / list_seconds:.1f}x list); {lists} list pages")
+    print(
+        f"first          {first_seconds:8.2f} s   start to end of first full reconcile "
+        f"({first_seconds / list_seconds:.1f}x list); {lists} list pages"
+    )
     print(f"reconcile      {first['seconds']:8.2f} s   the first full reconcile alone ({first['pods']} pods examined)")
-    print(f"rss            {rss / 1024:8.1f} MiB controller process; {base_rss / 1024:.1f} MiB with no pod, so "
-          f"{(rss - base_rss) * 1024 / pods:,.0f} bytes per pod ({rss / base_rss:.2f}x)")
-    print(f"requests       {len(second_requests):8d}     API requests during a second full reconcile of the "
-          f"unchanged cluster (watches and Lease excepted; target 0)")
+    print(
+        f"rss            {rss / 1024:8.1f} MiB controller process; {base_rss / 1024:.1f} MiB with no pod, so "
+        f"{(rss - base_rss) * 1024 / pods:,.0f} bytes per pod ({rss / base_rss:.2f}x)"
+    )
+    print(
+        f"requests       {len(second_requests):8d}     API requests during a second full reconcile of the "
+        f"unchanged cluster (watches and Lease excepted; target 0)"
+    )
     print(f"events         {first_events:8d}     written by the first reconcile; {second_events} by the second")
     if second_requests:
         print("  " + "\n  ".join(f"{m} {p}" for m, p in second_requests[:10]))

@@ -57,8 +57,10 @@ def main() -> None:
             results.setdefault(name, []).extend(resolve_times(image.reference, rounds // 2, flag))
     for name, times in results.items():
         times.sort()
-        print(f"{name:13s} median {statistics.median(times) * 1000:7.3f} ms   "
-              f"p90 {times[int(len(times) * 0.9)] * 1000:7.3f} ms   ({len(times)} cold resolves)")
+        print(
+            f"{name:13s} median {statistics.median(times) * 1000:7.3f} ms   "
+            f"p90 {times[int(len(times) * 0.9)] * 1000:7.3f} ms   ({len(times)} cold resolves)"
+        )
     ratio = statistics.median(results["instrumented"]) / statistics.median(results["plain"])
     print(f"instrumented/plain median ratio: {ratio:.3f}")
 

@@ -53,10 +53,32 @@ def main() -> None:
         print(f"{truth.pods} pods, {len(truth.workloads)} workloads, {cluster.name} {size:.1f} MiB; {rounds} rounds")
         cases = {
             "baseline": [sys.executable, "-c", f"import json; json.load(open({str(cluster)!r}))"],
-            "report": [sys.executable, "-m", "noe_web", "report", "-f", str(cluster), "--platforms", str(platforms),
-                       "-o", "json"],
-            "html": [sys.executable, "-m", "noe_web", "report", "-f", str(cluster), "--platforms", str(platforms),
-                     "-o", "json", "--html", str(Path(tmp) / "report.html")],
+            "report": [
+                sys.executable,
+                "-m",
+                "noe_web",
+                "report",
+                "-f",
+                str(cluster),
+                "--platforms",
+                str(platforms),
+                "-o",
+                "json",
+            ],
+            "html": [
+                sys.executable,
+                "-m",
+                "noe_web",
+                "report",
+                "-f",
+                str(cluster),
+                "--platforms",
+                str(platforms),
+                "-o",
+                "json",
+                "--html",
+                str(Path(tmp) / "report.html"),
+            ],
         }
         results: dict[str, tuple[float, float]] = {}
         for name, argv in cases.items():
@@ -64,8 +86,10 @@ def main() -> None:
             results[name] = (statistics.median(r[0] for r in runs), max(r[1] for r in runs))
         base_time, base_rss = results["baseline"]
         for name, (seconds, rss) in results.items():
-            print(f"{name:9s} {seconds:6.2f} s  peak RSS {rss:6.1f} MiB  "
-                  f"x{seconds / base_time:5.1f} time, x{rss / base_rss:4.1f} memory vs baseline")
+            print(
+                f"{name:9s} {seconds:6.2f} s  peak RSS {rss:6.1f} MiB  "
+                f"x{seconds / base_time:5.1f} time, x{rss / base_rss:4.1f} memory vs baseline"
+            )
 
 
 if __name__ == "__main__":

@@ -96,8 +96,9 @@ def main() -> None:
     med = statistics.median
     print(f"image: Docker manifest list, 5 platforms; {ROUNDS} images; registry {reg.host} (local)")
     print(f"cold lookup         median {med(cold) * 1e3:8.3f} ms   requests/lookup {cold_requests:.1f}")
-    print(f"warm lookup         median {med(warm) * 1e6:8.1f} us   requests total  {warm_requests} "
-          f"({len(warm)} lookups)")
+    print(
+        f"warm lookup         median {med(warm) * 1e6:8.1f} us   requests total  {warm_requests} ({len(warm)} lookups)"
+    )
     print(f"re-validated lookup median {med(revalidated) * 1e3:8.3f} ms   requests/lookup {revalidated_requests:.1f}")
     print(f"50 concurrent new   median {med(burst) * 1e3:8.3f} ms   requests/burst  {burst_requests}")
     print(f"ratio warm/cold            {med(warm) / med(cold):.5f}  (cold is {med(cold) / med(warm):.0f}x warm)")

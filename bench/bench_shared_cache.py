@@ -106,19 +106,45 @@ print(f"in-process only {m:.1f} us, shared {s:.1f} us (x{m / s:.2f})")
 def _disk_lookups(metrics_url: str) -> int:
     """Disk-layer hits and misses counted so far by the server's /metrics."""
     text = requests.get(metrics_url, timeout=10).text
-    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
-               if line.startswith(("noe_registry_cache_hits_total{kind=\"disk\"}",
-                                   "noe_registry_cache_misses_total{kind=\"disk\"}")))
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith(
+            ('noe_registry_cache_hits_total{kind="disk"}', 'noe_registry_cache_misses_total{kind="disk"}')
+        )
+    )
 
 
 def serve(state: Path, tls: ServingFiles, log: object, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     port, metrics_port = free_port(), free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "noe_web", "serve", "--bind", f"127.0.0.1:{port}",
-         "--tls-cert-file", str(tls.cert_file), "--tls-key-file", str(tls.key_file),
-         "--metrics-addr", f"127.0.0.1:{metrics_port}", "--insecure-registries", "127.0.0.1:*",
-         "--workers", "2", "--threads", "8", "--state-dir", str(state), *extra],
-        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=ENV,  # type: ignore[arg-type]
+        [
+            sys.executable,
+            "-m",
+            "noe_web",
+            "serve",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--tls-cert-file",
+            str(tls.cert_file),
+            "--tls-key-file",
+            str(tls.key_file),
+            "--metrics-addr",
+            f"127.0.0.1:{metrics_port}",
+            "--insecure-registries",
+            "127.0.0.1:*",
+            "--workers",
+            "2",
+            "--threads",
+            "8",
+            "--state-dir",
+            str(state),
+            *extra,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=ENV,  # type: ignore[arg-type]
     )
     url = f"https://127.0.0.1:{port}"
     wait_ready(url, tls.ca_file, proc)
@@ -172,8 +198,10 @@ def main() -> None:
             admit_at_once(url, tls.ca_file, images, 4)  # the manifest list too, before the restart
         finally:
             stop(first)
-        print(f"50 concurrent admissions of a new image over 2 workers: {burst[0]} manifest GETs (target 1), "
-              f"{burst[1]} config blob GETs")
+        print(
+            f"50 concurrent admissions of a new image over 2 workers: {burst[0]} manifest GETs (target 1), "
+            f"{burst[1]} config blob GETs"
+        )
 
         shared, shared_url = serve(state, tls, log)
         memory_only = None
@@ -181,8 +209,10 @@ def main() -> None:
             mark = reg.mark()
             admit_at_once(shared_url, tls.ca_file, images, 20)
             after = gets(reg, mark)
-            print(f"after a restart on the same --cache-dir, 20 admissions: {after[0]} manifest GETs, "
-                  f"{after[1]} blob GETs (target 0)")
+            print(
+                f"after a restart on the same --cache-dir, 20 admissions: {after[0]} manifest GETs, "
+                f"{after[1]} blob GETs (target 0)"
+            )
             blocker = tmp / "not-a-directory"
             blocker.write_text("")
             memory_only, memory_url = serve(tmp / "state-2", tls, log, "--cache-dir", str(blocker / "cache"))
@@ -211,19 +241,37 @@ def main() -> None:
         print(f"warm throughput, {count} keep-alive POSTs x {rounds} rounds, {concurrency} connections:")
         print(f"  shared cache      {statistics.median(shared_rps):8.0f} req/s  {[round(r) for r in shared_rps]}")
         print(f"  in-process only   {statistics.median(memory_rps):8.0f} req/s  {[round(r) for r in memory_rps]}")
-        print(f"  shared / in-process: x{statistics.median(ratios):.2f} (rounds "
-              f"{', '.join(f'{r:.2f}' for r in ratios)}; target >= 0.95)")
+        print(
+            f"  shared / in-process: x{statistics.median(ratios):.2f} (rounds "
+            f"{', '.join(f'{r:.2f}' for r in ratios)}; target >= 0.95)"
+        )
         print(f"  disk lookups by the shared server while ab ran: {disk_reads} (the hot path stays in memory)")
-        hot = subprocess.run([sys.executable, "-c", _HOT, reg.ref("bench/multi", "v1"), str(tmp / "hot")],
-                             cwd=ROOT, env=ENV, capture_output=True, text=True, check=True).stdout.strip()
+        hot = subprocess.run(
+            [sys.executable, "-c", _HOT, reg.ref("bench/multi", "v1"), str(tmp / "hot")],
+            cwd=ROOT,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         print(f"  Resolver.cached() per call, interleaved x20: {hot}")
 
         fill = tmp / "fill"
-        rss = int(subprocess.run([sys.executable, "-c", _FILL, str(fill), "10000"], cwd=ROOT, env=ENV,
-                                 capture_output=True, text=True, check=True).stdout.strip())
+        rss = int(
+            subprocess.run(
+                [sys.executable, "-c", _FILL, str(fill), "10000"],
+                cwd=ROOT,
+                env=ENV,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
         size = sum(p.stat().st_size for p in fill.glob("registry-cache.sqlite3*"))
-        print(f"10,000 cached images (4-platform index + 1 tag each): RSS +{rss / 2**20:.1f} MiB, "
-              f"cache files {size / 2**20:.1f} MiB")
+        print(
+            f"10,000 cached images (4-platform index + 1 tag each): RSS +{rss / 2**20:.1f} MiB, "
+            f"cache files {size / 2**20:.1f} MiB"
+        )
 
 
 if __name__ == "__main__":

@@ -95,9 +95,23 @@ def cpu_seconds(pid: int) -> float:
 
 def ab(url: str, body: Path, requests_count: int, concurrency: int) -> float:
     out = subprocess.run(
-        ["ab", "-q", "-k", "-n", str(requests_count), "-c", str(concurrency), "-p", str(body),
-         "-T", "application/json", url + "/mutate"],
-        capture_output=True, text=True, check=True,
+        [
+            "ab",
+            "-q",
+            "-k",
+            "-n",
+            str(requests_count),
+            "-c",
+            str(concurrency),
+            "-p",
+            str(body),
+            "-T",
+            "application/json",
+            url + "/mutate",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     failed = re.search(r"Failed requests:\s+(\d+)", out)
     non2xx = re.search(r"Non-2xx responses:\s+(\d+)", out)
@@ -122,11 +136,31 @@ def main() -> None:
         body.write_bytes(json.dumps(admission_review(pod([multi.reference, arm.reference]), uid="bench")).encode())
         noe_port, bare_port = free_port(), free_port()
         noe = subprocess.Popen(
-            [sys.executable, "-m", "noe_web", "serve", "--bind", f"127.0.0.1:{noe_port}",
-             "--tls-cert-file", str(tls.cert_file), "--tls-key-file", str(tls.key_file),
-             "--metrics-addr", f"127.0.0.1:{free_port()}", "--insecure-registries", "127.0.0.1:*",
-             "--workers", WORKERS, "--threads", THREADS, *sys.argv[4:]],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "noe_web",
+                "serve",
+                "--bind",
+                f"127.0.0.1:{noe_port}",
+                "--tls-cert-file",
+                str(tls.cert_file),
+                "--tls-key-file",
+                str(tls.key_file),
+                "--metrics-addr",
+                f"127.0.0.1:{free_port()}",
+                "--insecure-registries",
+                "127.0.0.1:*",
+                "--workers",
+                WORKERS,
+                "--threads",
+                THREADS,
+                *sys.argv[4:],
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
         )
         logged = drain(noe)
         bare = None
@@ -138,16 +172,32 @@ def main() -> None:
             for _ in range(20):  # fresh connections land on either worker: warm both caches
                 with requests.Session() as fresh:
                     fresh.trust_env = False
-                    answer = fresh.post(noe_url + "/mutate", data=body.read_bytes(), verify=str(tls.ca_file),
-                                        headers={"Content-Type": "application/json"}, timeout=10).json()
+                    answer = fresh.post(
+                        noe_url + "/mutate",
+                        data=body.read_bytes(),
+                        verify=str(tls.ca_file),
+                        headers={"Content-Type": "application/json"},
+                        timeout=10,
+                    ).json()
             assert answer["response"]["allowed"] and "patch" in answer["response"], answer
             assert "warnings" not in answer["response"], answer
             fixed = tmp / "answer.json"
             fixed.write_bytes(json.dumps(answer).encode())
             bare = subprocess.Popen(
-                [sys.executable, str(ROOT / "bench" / "bare_app.py"), f"127.0.0.1:{bare_port}",
-                 str(tls.cert_file), str(tls.key_file), WORKERS, THREADS, str(fixed)],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+                [
+                    sys.executable,
+                    str(ROOT / "bench" / "bare_app.py"),
+                    f"127.0.0.1:{bare_port}",
+                    str(tls.cert_file),
+                    str(tls.key_file),
+                    WORKERS,
+                    THREADS,
+                    str(fixed),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=env,
             )
             drain(bare)
             wait_ready(bare_url, tls.ca_file, bare)
@@ -166,16 +216,22 @@ def main() -> None:
                     proc.wait(30)
     noe_median, bare_median = statistics.median(noe_rps), statistics.median(bare_rps)
     ratios = [n / b for n, b in zip(noe_rps, bare_rps, strict=True)]
-    print(f"{count} keep-alive POSTs x {rounds} rounds, {concurrency} connections, "
-          f"{WORKERS} workers x {THREADS} threads, TLS on 127.0.0.1")
+    print(
+        f"{count} keep-alive POSTs x {rounds} rounds, {concurrency} connections, "
+        f"{WORKERS} workers x {THREADS} threads, TLS on 127.0.0.1"
+    )
     print(f"noe serve (warm, 2 registry images)  {noe_median:8.0f} req/s   rounds {[round(r) for r in noe_rps]}")
     print(f"bare Flask app (fixed answer)        {bare_median:8.0f} req/s   rounds {[round(r) for r in bare_rps]}")
-    print(f"server CPU per request: noe {statistics.median(noe_cpu):.0f} us, bare {statistics.median(bare_cpu):.0f} us "
-          f"(noe / bare x{statistics.median(n / b for n, b in zip(noe_cpu, bare_cpu, strict=True)):.2f}; "
-          "CPU time is what load elsewhere on the machine disturbs least)")
+    print(
+        f"server CPU per request: noe {statistics.median(noe_cpu):.0f} us, bare {statistics.median(bare_cpu):.0f} us "
+        f"(noe / bare x{statistics.median(n / b for n, b in zip(noe_cpu, bare_cpu, strict=True)):.2f}; "
+        "CPU time is what load elsewhere on the machine disturbs least)"
+    )
     print(f"noe serve wrote {logged[0]} log lines (one per admission at INFO), read through a pipe")
-    print(f"noe / bare: x{statistics.median(ratios):.2f} (median of the rounds' ratios "
-          f"{', '.join(f'{r:.2f}' for r in ratios)})")
+    print(
+        f"noe / bare: x{statistics.median(ratios):.2f} (median of the rounds' ratios "
+        f"{', '.join(f'{r:.2f}' for r in ratios)})"
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,14 @@ _JSON_NAMES: dict[type, str] = {dict: "an object", str: "a string", bool: "a boo
 
 def _json_name(value: object) -> str:
     """The JSON name of a decoded value's type, for messages users read."""
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
-             float: "a number"}
+    names = {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }
     return names.get(type(value), type(value).__name__)
 
 

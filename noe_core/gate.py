@@ -43,8 +43,9 @@ def temporary_failures(images: Sequence[str], lookups: Lookups) -> tuple[str, ..
     return tuple(out)
 
 
-def should_gate(workload: Workload, *, namespace: str, lookups: Lookups, settings: PolicySettings,
-                decision: Decision) -> bool:
+def should_gate(
+    workload: Workload, *, namespace: str, lookups: Lookups, settings: PolicySettings, decision: Decision
+) -> bool:
     """Whether gate mode holds this pod back: an allowed Pod with a temporary lookup failure."""
     return (
         workload.kind == POD

@@ -65,9 +65,7 @@ def controller_of(metadata: Mapping[str, Any], what: str = "object") -> OwnerRef
         raise InvalidObject(f"{what}: metadata.ownerReferences must be a list")
     chosen: Mapping[str, Any] | None = None
     for index, ref in enumerate(refs):
-        if not isinstance(ref, Mapping) or not isinstance(ref.get("kind"), str) or not isinstance(
-            ref.get("name"), str
-        ):
+        if not isinstance(ref, Mapping) or not isinstance(ref.get("kind"), str) or not isinstance(ref.get("name"), str):
             raise InvalidObject(f"{what}: metadata.ownerReferences[{index}] needs a kind and a name")
         if ref.get("controller") is True:
             chosen = ref

@@ -73,7 +73,7 @@ class Edits:
                 node = child
                 continue
             nested: Any = value
-            for key in reversed(path[depth + 1:]):
+            for key in reversed(path[depth + 1 :]):
                 nested = {key: nested}
             self._emit("replace" if part in node else "add", path[: depth + 1], nested)
             node[part] = nested

@@ -59,9 +59,7 @@ def _entry(source: str, key: str, value: object) -> Lookup:
 
 def _platforms(where: str, value: object, digest: str) -> ImagePlatforms:
     if not isinstance(value, list):
-        raise InvalidSettings(
-            f'{where}: expected a list of platforms such as ["linux/amd64"] or {{"error": "reason"}}'
-        )
+        raise InvalidSettings(f'{where}: expected a list of platforms such as ["linux/amd64"] or {{"error": "reason"}}')
     try:
         return ImagePlatforms(tuple(parse_platform(item) for item in value), digest)
     except InvalidPlatform as exc:
@@ -80,9 +78,7 @@ class StaticPlatforms:
     def from_mapping(cls, data: object, source: str = "<mapping>") -> StaticPlatforms:
         """Build from an already-decoded mapping; raise :class:`InvalidSettings` naming the bad key."""
         if not isinstance(data, Mapping):
-            raise InvalidSettings(
-                f"{source}: expected a mapping of image to platforms, not {type(data).__name__}"
-            )
+            raise InvalidSettings(f"{source}: expected a mapping of image to platforms, not {type(data).__name__}")
         exact: dict[str, Lookup] = {}
         globs: list[tuple[str, Lookup]] = []
         for key, value in data.items():

@@ -169,9 +169,7 @@ def lookup_images(workload: Workload) -> tuple[str, ...]:
     return workload.images
 
 
-def images_to_inspect(
-    obj: Mapping[str, Any], *, kind: str, operation: str, sub_resource: str = ""
-) -> list[str]:
+def images_to_inspect(obj: Mapping[str, Any], *, kind: str, operation: str, sub_resource: str = "") -> list[str]:
     """The images whose platforms :func:`decide` will need; empty when it will not look at any.
 
     Raises :class:`InvalidObject` for a malformed object noe would act on.
@@ -239,8 +237,9 @@ class _Placement:
         annotations = dict(self.meta_edits.doc.get("annotations") or {})
         meta_pointer = "/spec/template/metadata"
         if annotations:
-            ops += _field_operations(metadata.get("annotations") or {}, annotations,
-                                     f"{meta_pointer}/annotations", (PLACEMENT_ANNOTATION,))
+            ops += _field_operations(
+                metadata.get("annotations") or {}, annotations, f"{meta_pointer}/annotations", (PLACEMENT_ANNOTATION,)
+            )
         elif len(metadata) == 1:
             ops.append({"op": "remove", "path": meta_pointer})
         else:
@@ -287,8 +286,9 @@ def _view(image: str, lookups: Lookups, settings: PolicySettings) -> _ImageView:
         for arch, os_name in entries.arch_os
         if (not os_name or os_name == settings.system_os) and settings.is_schedulable(arch)
     )
-    return _ImageView(image, archs=archs, offered=entries.offered, incomplete=entries.incomplete,
-                      unusable=entries.unusable)
+    return _ImageView(
+        image, archs=archs, offered=entries.offered, incomplete=entries.incomplete, unusable=entries.unusable
+    )
 
 
 def image_architectures(image: str, lookups: Lookups, settings: PolicySettings) -> frozenset[str] | LookupFailure:
@@ -327,20 +327,16 @@ def _strict_problems(views: Sequence[_ImageView]) -> list[str]:
             problems.append(f"image {view.image} could not be inspected: {view.failure}")
         elif view.incomplete:
             problems.append(
-                f"image {view.image} has platform entries without os or architecture: "
-                f"{', '.join(view.incomplete)}"
+                f"image {view.image} has platform entries without os or architecture: {', '.join(view.incomplete)}"
             )
         elif view.unusable:
             problems.append(
-                f"image {view.image} has platform entries that are not valid label values: "
-                f"{', '.join(view.unusable)}"
+                f"image {view.image} has platform entries that are not valid label values: {', '.join(view.unusable)}"
             )
     return problems
 
 
-def _preferred(
-    labels: Mapping[str, str], common: frozenset[str], settings: PolicySettings, out: _Outcome
-) -> str:
+def _preferred(labels: Mapping[str, str], common: frozenset[str], settings: PolicySettings, out: _Outcome) -> str:
     """Rule 7: the pod's label when it can be honoured, else the configured preference."""
     wanted = labels.get(PREFERRED_ARCH_LABEL, "").strip()
     if wanted:
@@ -443,8 +439,10 @@ def place(workload: Workload, *, namespace: str, lookups: Lookups, settings: Pol
                 archs = ", ".join(sorted(view.archs or ())) or "none"
                 out.reasons.append(f"image {view.image}: {archs} (offers {', '.join(view.offered)})")
             if view.unusable:
-                out.warn(f"{shorten(view.image, _IMAGE_IN_WARNING)}: platform {shorten(view.unusable[0], 24)} "
-                         "is not a valid label value: ignored")
+                out.warn(
+                    f"{shorten(view.image, _IMAGE_IN_WARNING)}: platform {shorten(view.unusable[0], 24)} "
+                    "is not a valid label value: ignored"
+                )
         inspected = [view for view in views if view.archs is not None]
         if not inspected and placement.withdrawn:
             # A registry outage must not strip a DaemonSet of the placement it already had.

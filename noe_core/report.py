@@ -65,7 +65,12 @@ def read_pod(pod: Mapping[str, Any], owners: Owners) -> PodEntry:
     status = pod.get("status")
     phase = status.get("phase") if isinstance(status, Mapping) else None
     return PodEntry(
-        workload.namespace, str(meta["name"]), workload, view.images, requests, phase not in FINISHED_PHASES,
+        workload.namespace,
+        str(meta["name"]),
+        workload,
+        view.images,
+        requests,
+        phase not in FINISHED_PHASES,
         view.pull_secrets,
     )
 
@@ -214,9 +219,7 @@ class ImageReport:
             out["error"] = self.support.error
         else:
             out["architectures"] = sorted(self.support.architectures)
-        out["workloads"] = [
-            {"namespace": w.namespace, "kind": w.kind, "name": w.name} for w in self.workloads
-        ]
+        out["workloads"] = [{"namespace": w.namespace, "kind": w.kind, "name": w.name} for w in self.workloads]
         out["blocking"] = {arch: figures.to_json() for arch, figures in self.blocking.items()}
         return out
 
@@ -304,9 +307,7 @@ def build_report(
     for pod in pods:
         by_workload.setdefault(pod.workload, []).append(pod)
     support = image_support((i for group in by_workload.values() for p in group for i in p.images), lookups, settings)
-    workloads = tuple(
-        _workload_report(w, by_workload[w], support, archs) for w in sorted(by_workload)
-    )
+    workloads = tuple(_workload_report(w, by_workload[w], support, archs) for w in sorted(by_workload))
     users: dict[str, list[Workload]] = {image: [] for image in support}
     blocked_by: dict[str, dict[str, Figures]] = {image: {} for image in support}
     for item in workloads:

@@ -90,10 +90,13 @@ def pod_requests(spec: Mapping[str, Any], path: str = "spec") -> PodRequests:
             _add(while_running, sidecars)
             _keep_max(largest_init, while_running)
     _keep_max(total, largest_init)
-    pod_level = _amounts({"requests": mapping(spec.get("resources"), f"{path}.resources").get("requests")},
-                         f"{path}.resources")
+    pod_level = _amounts(
+        {"requests": mapping(spec.get("resources"), f"{path}.resources").get("requests")}, f"{path}.resources"
+    )
     total.update(pod_level)
     overhead = mapping(spec.get("overhead"), f"{path}.overhead")
-    _add(total, {name: parse_quantity(overhead[name], f"{path}.overhead.{name}")
-                 for name in RESOURCES if name in overhead})
+    _add(
+        total,
+        {name: parse_quantity(overhead[name], f"{path}.overhead.{name}") for name in RESOURCES if name in overhead},
+    )
     return PodRequests(millis(total.get("cpu", Decimal(0))), units(total.get("memory", Decimal(0))))

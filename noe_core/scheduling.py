@@ -92,9 +92,7 @@ def has_required(spec: Mapping[str, Any], expression: Mapping[str, Any]) -> bool
     terms = [t for t in required_terms(spec) if not _is_empty_term(t)]
     if not terms:
         return False
-    return all(
-        any(_same_requirement(e, expression) for e in term.get("matchExpressions") or []) for term in terms
-    )
+    return all(any(_same_requirement(e, expression) for e in term.get("matchExpressions") or []) for term in terms)
 
 
 def require(target: dict[str, Any] | Edits, expression: Requirement) -> bool:

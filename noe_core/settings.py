@@ -145,8 +145,7 @@ def parse_arch_tolerations(text: str) -> tuple[ArchToleration, ...]:
         arch, sep, rest = entry.partition("=")
         if not sep or not arch.strip() or not rest:
             raise InvalidSettings(
-                f"--arch-tolerations: {entry!r} must read arch=key=value:effect, "
-                "e.g. arm64=arch=arm64:NoSchedule"
+                f"--arch-tolerations: {entry!r} must read arch=key=value:effect, e.g. arm64=arch=arm64:NoSchedule"
             )
         effect = ""
         if ":" in rest:
@@ -179,9 +178,7 @@ class PolicySettings:
         object.__setattr__(
             self, "preferred_arch", normalize_arch_name(self.preferred_arch) if self.preferred_arch else ""
         )
-        object.__setattr__(
-            self, "schedulable_archs", frozenset(normalize_arch_name(a) for a in self.schedulable_archs)
-        )
+        object.__setattr__(self, "schedulable_archs", frozenset(normalize_arch_name(a) for a in self.schedulable_archs))
         object.__setattr__(self, "system_os", normalize_os(self.system_os))
         object.__setattr__(self, "match_node_labels", tuple(dict.fromkeys(self.match_node_labels)))
         object.__setattr__(self, "strict_namespaces", frozenset(self.strict_namespaces))
@@ -209,9 +206,7 @@ class PolicySettings:
         for toleration in self.arch_tolerations:
             toleration.validate()
         if self.preference_mode not in PREFERENCE_MODES:
-            raise InvalidSettings(
-                f"--preference-mode: {self.preference_mode!r} must be 'soft' or 'required'"
-            )
+            raise InvalidSettings(f"--preference-mode: {self.preference_mode!r} must be 'soft' or 'required'")
         weight = self.preferred_arch_weight
         if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
             raise InvalidSettings(f"--preferred-arch-weight: {weight!r} must be an integer from 1 to 100")
@@ -237,16 +232,18 @@ class PolicySettings:
         """
         from noe_core.cli.policy_options import policy_settings_from_text  # noqa: PLC0415 - it imports this module
 
-        return policy_settings_from_text({
-            "preferred_arch": preferred_arch,
-            "cluster_schedulable_archs": cluster_schedulable_archs,
-            "system_os": system_os,
-            "match_node_labels": match_node_labels,
-            "strict_namespaces": strict_namespaces,
-            "arch_tolerations": arch_tolerations,
-            "preference_mode": preference_mode,
-            "preferred_arch_weight": str(preferred_arch_weight),
-        })
+        return policy_settings_from_text(
+            {
+                "preferred_arch": preferred_arch,
+                "cluster_schedulable_archs": cluster_schedulable_archs,
+                "system_os": system_os,
+                "match_node_labels": match_node_labels,
+                "strict_namespaces": strict_namespaces,
+                "arch_tolerations": arch_tolerations,
+                "preference_mode": preference_mode,
+                "preferred_arch_weight": str(preferred_arch_weight),
+            }
+        )
 
     def is_schedulable(self, arch: str) -> bool:
         """True when the cluster may run ``arch`` (an empty schedulable list allows any)."""

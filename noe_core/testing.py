@@ -49,13 +49,9 @@ def _pod_spec(
     tolerations: Sequence[Mapping[str, Any]] | None,
     node_name: str | None,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [{"name": f"c{index}", "image": image} for index, image in enumerate(images)]
-    }
+    spec: dict[str, Any] = {"containers": [{"name": f"c{index}", "image": image} for index, image in enumerate(images)]}
     if init_images:
-        spec["initContainers"] = [
-            {"name": f"init{index}", "image": image} for index, image in enumerate(init_images)
-        ]
+        spec["initContainers"] = [{"name": f"init{index}", "image": image} for index, image in enumerate(init_images)]
     if node_selector is not None:
         spec["nodeSelector"] = dict(node_selector)
     if affinity is not None:

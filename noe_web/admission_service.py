@@ -137,12 +137,9 @@ class AdmissionService:
     _inspector: ImageInspector = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=self.pool_size, thread_name_prefix="noe-lookup"
-        )
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.pool_size, thread_name_prefix="noe-lookup")
         share = self.lookup_share or max(1, self.pool_size // 4)
-        self._inspector = ImageInspector(static=self.static, resolver=self.resolver, executor=self._pool,
-                                         share=share)
+        self._inspector = ImageInspector(static=self.static, resolver=self.resolver, executor=self._pool, share=share)
 
     def close(self) -> None:
         if self.events is not None:
@@ -164,8 +161,12 @@ class AdmissionService:
         token = ADMISSION_UID.set(request.uid)
         try:
             stats = AdmissionStats()
-            admission = admit(request, self.policy, lambda lookup: self._inspect(request, lookup, deadline, stats),
-                              on_lookup_failure=self.on_lookup_failure)
+            admission = admit(
+                request,
+                self.policy,
+                lambda lookup: self._inspect(request, lookup, deadline, stats),
+                on_lookup_failure=self.on_lookup_failure,
+            )
             if not request.dry_run:
                 self._record_events(admission)
             seconds = time.monotonic() - started
@@ -207,9 +208,15 @@ class AdmissionService:
     ) -> Any:
         budget = min(deadline.remaining() * _SECRET_SHARE, _SECRET_CAP)
         namespace = lookup.namespace
-        return pull_secret_keychain(self.kube, namespace, lookup.pull_secrets, pool=self._pool,
-                                    warnings=warnings, budget=budget,
-                                    on_unusable=lambda count: self.metrics.pull_secrets_failed(namespace, count))
+        return pull_secret_keychain(
+            self.kube,
+            namespace,
+            lookup.pull_secrets,
+            pool=self._pool,
+            warnings=warnings,
+            budget=budget,
+            on_unusable=lambda count: self.metrics.pull_secrets_failed(namespace, count),
+        )
 
     # ------------------------------------------------------------------ events and logs
     def _record_events(self, admission: Admission) -> None:

@@ -56,9 +56,20 @@ def _json(status: int, body: dict[str, Any]) -> Response:
 
 def _log_refusal(status: int, reason: str, message: str) -> None:
     """One line per 4xx answer: status, reason and message, never the body."""
-    log.warning("request refused: %s", reason, extra={"fields": {
-        "event": "refused", "status": status, "reason": reason, "message": message,
-        "method": request.method, "path": request.path}})
+    log.warning(
+        "request refused: %s",
+        reason,
+        extra={
+            "fields": {
+                "event": "refused",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "method": request.method,
+                "path": request.path,
+            }
+        },
+    )
 
 
 def _bad_request(status: int, reason: str, message: str, services: Services) -> Response:

@@ -203,8 +203,12 @@ class CertsApi(KubeClient):
         return found if isinstance(found, dict) else None
 
     def patch_webhook_config(self, name: str, operations: list[dict[str, Any]]) -> None:
-        self._request("PATCH", f"{WEBHOOK_CONFIGS}/{quote(name, safe='')}", json_body=operations,
-                      content_type="application/json-patch+json")
+        self._request(
+            "PATCH",
+            f"{WEBHOOK_CONFIGS}/{quote(name, safe='')}",
+            json_body=operations,
+            content_type="application/json-patch+json",
+        )
 
 
 @dataclass(frozen=True)
@@ -241,9 +245,17 @@ def _secret_body(name: str, namespace: str, bundle: CertBundle, previous: dict[s
     }
 
 
-def _store(api: CertsApi, namespace: str, secret_name: str, names: Sequence[str], *,
-           validity_days: int, ca_validity_days: int, renew_before: dt.timedelta,
-           force: bool) -> tuple[CertBundle, bool, str]:
+def _store(
+    api: CertsApi,
+    namespace: str,
+    secret_name: str,
+    names: Sequence[str],
+    *,
+    validity_days: int,
+    ca_validity_days: int,
+    renew_before: dt.timedelta,
+    force: bool,
+) -> tuple[CertBundle, bool, str]:
     """Keep or replace the Secret; returns the bundle in force, whether it is new, and why."""
     for _ in range(_CONFLICT_RETRIES):
         current = api.secret(namespace, secret_name)
@@ -417,7 +429,10 @@ def run_certs(
         if not outcome.webhook_config_found:
             say(f"MutatingWebhookConfiguration {ns.webhook_config} not found yet; a later run sets its caBundle")
         else:
-            say(f"MutatingWebhookConfiguration {ns.webhook_config}: caBundle set on "
-                f"{outcome.webhooks_patched} webhook(s)" if outcome.webhooks_patched
-                else f"MutatingWebhookConfiguration {ns.webhook_config}: caBundle already current")
+            say(
+                f"MutatingWebhookConfiguration {ns.webhook_config}: caBundle set on "
+                f"{outcome.webhooks_patched} webhook(s)"
+                if outcome.webhooks_patched
+                else f"MutatingWebhookConfiguration {ns.webhook_config}: caBundle already current"
+            )
     return 0

@@ -34,8 +34,10 @@ def _needs_web_extra(name: str, missing: str) -> SubcommandAdder:
 
 
 def _missing_extra(missing: str) -> int:
-    print(f"noe: this command needs the web extra: pip install 'noe-webhook[web]' (module {missing} is missing)",
-          file=sys.stderr)
+    print(
+        f"noe: this command needs the web extra: pip install 'noe-webhook[web]' (module {missing} is missing)",
+        file=sys.stderr,
+    )
     return 2
 
 

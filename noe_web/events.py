@@ -252,8 +252,11 @@ class EventRecorder:
                 now = self._clock()
                 if now - self._last_failure_log > 60:
                     self._last_failure_log = now
-                    log.warning("could not write an Event (%s: %s); further failures in 60 s are not logged",
-                                type(exc).__name__, exc)
+                    log.warning(
+                        "could not write an Event (%s: %s); further failures in 60 s are not logged",
+                        type(exc).__name__,
+                        exc,
+                    )
             else:
                 with self._lock:
                     self.written += 1

@@ -185,13 +185,14 @@ def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
     in_user = f"user {user_name!r}"
     server = _string(cluster, "server", in_cluster)
     if server is None or not server.startswith(("https://", "http://")):
-        raise InvalidSettings(
-            f"--kubeconfig {path}: cluster {cluster_name!r} has no server URL (https://HOST[:PORT])"
-        )
+        raise InvalidSettings(f"--kubeconfig {path}: cluster {cluster_name!r} has no server URL (https://HOST[:PORT])")
     if server.startswith("http://"):
         # kubectl allows it (e.g. a local proxy); say that credentials would travel in clear text.
-        log.warning("--kubeconfig %s: cluster %r is plain HTTP; the token and Secrets are not encrypted on the wire",
-                    path, cluster_name)
+        log.warning(
+            "--kubeconfig %s: cluster %r is plain HTTP; the token and Secrets are not encrypted on the wire",
+            path,
+            cluster_name,
+        )
     insecure = cluster.get("insecure-skip-tls-verify", False)
     if not isinstance(insecure, bool):
         # a quoted "false" must not turn verification off
@@ -241,9 +242,7 @@ def load_kubeconfig(path: Path, context: str | None = None) -> ApiConfig:
     )
 
 
-def in_cluster_config(
-    environ: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCOUNT_DIR
-) -> ApiConfig | None:
+def in_cluster_config(environ: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCOUNT_DIR) -> ApiConfig | None:
     """The service-account configuration, or ``None`` when not running in a pod."""
     env = os.environ if environ is None else environ
     host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
@@ -313,8 +312,9 @@ class _TokenSource:
         self._file = (
             None
             if token_file is None
-            else WatchedFiles([token_file], lambda: token_file.read_text().strip() or None,
-                              what=f"service account token {token_file}")
+            else WatchedFiles(
+                [token_file], lambda: token_file.read_text().strip() or None, what=f"service account token {token_file}"
+            )
         )
 
     def get(self, *, force: bool = False) -> str | None:
@@ -342,8 +342,9 @@ class KubeClient:
         self.timeout = timeout
         self._tokens = _TokenSource(config.token, config.token_file)
         self._exec = (
-            ExecCredentialSource(config.exec_plugin, server=config.server, ca_pem=config.ca_pem,
-                                 insecure=config.insecure)
+            ExecCredentialSource(
+                config.exec_plugin, server=config.server, ca_pem=config.ca_pem, insecure=config.insecure
+            )
             if config.exec_plugin is not None
             else None
         )
@@ -383,9 +384,7 @@ class KubeClient:
         stream: bool = False,
     ) -> Any:
         url = self.config.server + path
-        limit: float | tuple[float, float] = (
-            self.timeout if timeout is None else max(0.05, min(timeout, self.timeout))
-        )
+        limit: float | tuple[float, float] = self.timeout if timeout is None else max(0.05, min(timeout, self.timeout))
         if stream and timeout is not None:
             limit = (self.timeout, timeout)  # connect as any call; a watch then stays open longer
         data = None if json_body is None else json.dumps(json_body)
@@ -523,8 +522,7 @@ class KubeClient:
         timeout: float | None = None,
     ) -> Any:
         """One API call answered with JSON; errors as :class:`KubeError` subclasses by status."""
-        return self._request(method, path, json_body=body, params=params, content_type=content_type,
-                             timeout=timeout)
+        return self._request(method, path, json_body=body, params=params, content_type=content_type, timeout=timeout)
 
     def get_text(self, path: str, params: Mapping[str, str] | None = None) -> str:
         """A plain-text answer (pod logs)."""

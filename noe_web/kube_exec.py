@@ -60,9 +60,7 @@ class ExecPlugin:
             raise InvalidSettings(f"{where}: exec has no command")
         api_version = body.get("apiVersion")
         if api_version not in API_VERSIONS:
-            raise InvalidSettings(
-                f"{where}: exec apiVersion {api_version!r} is not supported; use {API_VERSIONS[0]}"
-            )
+            raise InvalidSettings(f"{where}: exec apiVersion {api_version!r} is not supported; use {API_VERSIONS[0]}")
         args = body.get("args") or []
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise InvalidSettings(f"{where}: exec args must be a list of strings")
@@ -71,8 +69,9 @@ class ExecPlugin:
             raise InvalidSettings(f"{where}: exec env must be a list of name/value pairs")
         env: list[tuple[str, str]] = []
         for item in env_items:
-            if not (isinstance(item, dict) and isinstance(item.get("name"), str)
-                    and isinstance(item.get("value"), str)):
+            if not (
+                isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("value"), str)
+            ):
                 raise InvalidSettings(f"{where}: exec env must be a list of name/value pairs")
             env.append((item["name"], item["value"]))
         if body.get("interactiveMode") == "Always":
@@ -164,8 +163,12 @@ class ExecCredentialSource:
         try:
             # The kubeconfig's owner chose this program, as kubectl would run it.
             proc = subprocess.run(
-                [plugin.executable(), *plugin.args], env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                timeout=self._timeout, check=False,
+                [plugin.executable(), *plugin.args],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self._timeout,
+                check=False,
             )
         except FileNotFoundError as exc:
             hint = f" ({plugin.install_hint})" if plugin.install_hint else ""

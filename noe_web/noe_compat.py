@@ -93,8 +93,10 @@ def noe_style_argv(
     for token in argv:
         name = "--" + token.partition("=")[0]
         if not token.startswith("-") and "=" in token and name in serve_options:
-            notes.append(f"argument '{token.partition('=')[0]}=…' read as {name}: the Go Noe ignored it and "
-                         "every argument after it (Go's flag parsing stops at the first non-flag)")
+            notes.append(
+                f"argument '{token.partition('=')[0]}=…' read as {name}: the Go Noe ignored it and "
+                "every argument after it (Go's flag parsing stops at the first non-flag)"
+            )
             token = f"{name}={token.partition('=')[2]}"  # noqa: PLW2901
         out.append(token)
     env = os.environ if environ is None else environ
@@ -118,6 +120,9 @@ def apply_compat_flags(ns: argparse.Namespace) -> list[str]:
         ns.log_level = _ZAP_LEVELS.get(ns.zap_log_level, "ERROR")
     if given(ns, ZAP_ENCODER) and not given(ns, LOG_FORMAT):
         ns.log_format = "json" if ns.zap_encoder == "json" else "text"
-    notes.extend(f"{flag.name} accepted for the Go Noe's command line and ignored: {why}"
-                 for flag, why in _IGNORED if given(ns, flag))
+    notes.extend(
+        f"{flag.name} accepted for the Go Noe's command line and ignored: {why}"
+        for flag, why in _IGNORED
+        if given(ns, flag)
+    )
     return notes

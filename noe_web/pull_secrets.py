@@ -43,15 +43,17 @@ def pull_secret_keychain(
     if not names:
         return None
     if len(names) > MAX_PULL_SECRETS:
-        warnings.append(limit_warning(
-            f"{len(names) - MAX_PULL_SECRETS} more imagePullSecrets not read (at most {MAX_PULL_SECRETS} "
-            "per pod): images needing them are looked up with the first ones or anonymously"
-        ))
+        warnings.append(
+            limit_warning(
+                f"{len(names) - MAX_PULL_SECRETS} more imagePullSecrets not read (at most {MAX_PULL_SECRETS} "
+                "per pod): images needing them are looked up with the first ones or anonymously"
+            )
+        )
         names = names[:MAX_PULL_SECRETS]
     if kube is None:
-        warnings.append(limit_warning(
-            "imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously"
-        ))
+        warnings.append(
+            limit_warning("imagePullSecrets not read (no Kubernetes API access): private images looked up anonymously")
+        )
         return None
     from noe_core.credentials.docker_config import keychain_from_pull_secret  # noqa: PLC0415
     from noe_core.credentials.keychain import MultiKeychain  # noqa: PLC0415

@@ -35,12 +35,9 @@ def sized(settings: RegistrySettings, ns: argparse.Namespace) -> RegistrySetting
     return dataclasses.replace(settings, max_cached_images=ns.max_cached_images, max_cached_tags=ns.max_cached_tags)
 
 
-def open_cache(
-    ns: argparse.Namespace, on_evict: Callable[[str, int], None] | None = None
-) -> CacheStore | None:
+def open_cache(ns: argparse.Namespace, on_evict: Callable[[str, int], None] | None = None) -> CacheStore | None:
     """The shared store for this process; ``None`` (warned) when the directory cannot hold one."""
-    return open_store(cache_dir(ns), max_images=ns.max_cached_images, max_tags=ns.max_cached_tags,
-                      on_evict=on_evict)
+    return open_store(cache_dir(ns), max_images=ns.max_cached_images, max_tags=ns.max_cached_tags, on_evict=on_evict)
 
 
 # -- noe cache ------------------------------------------------------------------------------
@@ -48,7 +45,8 @@ def open_cache(
 
 def add_cache_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "cache", help="inspect or purge the registry cache shared by noe serve's workers",
+        "cache",
+        help="inspect or purge the registry cache shared by noe serve's workers",
         description="Read the registry cache noe serve keeps under --cache-dir (safe while it runs).",
     )
     commands = parser.add_subparsers(dest="cache_command", metavar="{stats,list,purge}", required=True)
@@ -87,16 +85,29 @@ def run_cache(ns: argparse.Namespace) -> int:
         if ns.cache_command == "stats":
             s = store.stats()
             oldest = "-" if s.oldest_tag_age is None else _age(s.oldest_tag_age)
-            print(f"file {s.path}\nimages {s.images}\ntags {s.tags}\ncredential checks {s.grants}\n"
-                  f"failures {s.failures}\nbytes {s.bytes}\noldest tag {oldest}")
+            print(
+                f"file {s.path}\nimages {s.images}\ntags {s.tags}\ncredential checks {s.grants}\n"
+                f"failures {s.failures}\nbytes {s.bytes}\noldest tag {oldest}"
+            )
         elif ns.cache_command == "list":
             images = store.images()
             if ns.output == "json":
-                print(json.dumps([
-                    {"image": i.context, "digest": i.digest, "tags": list(i.tags), "mediaType": i.media_type,
-                     "platforms": _platforms(i.platforms), "ageSeconds": round(i.age, 1)}
-                    for i in images
-                ], indent=2))
+                print(
+                    json.dumps(
+                        [
+                            {
+                                "image": i.context,
+                                "digest": i.digest,
+                                "tags": list(i.tags),
+                                "mediaType": i.media_type,
+                                "platforms": _platforms(i.platforms),
+                                "ageSeconds": round(i.age, 1),
+                            }
+                            for i in images
+                        ],
+                        indent=2,
+                    )
+                )
             else:
                 for i in images:
                     tags = ",".join(i.tags) or "-"

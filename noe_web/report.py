@@ -173,18 +173,26 @@ class ClusterReader:
     def _path(self, prefix: str, resource: str) -> str:
         from urllib.parse import quote  # noqa: PLC0415
 
-        return f"{prefix}/namespaces/{quote(self.namespace, safe='')}/{resource}" if self.namespace else (
-            f"{prefix}/{resource}"
+        return (
+            f"{prefix}/namespaces/{quote(self.namespace, safe='')}/{resource}"
+            if self.namespace
+            else (f"{prefix}/{resource}")
         )
 
     def inventory(self) -> Inventory:
         pods = [{**p, "kind": "Pod"} for p in self.client.list_objects(self._path("/api/v1", "pods"))]
-        owned_by = {ref.get("kind") for p in pods for ref in (p.get("metadata") or {}).get("ownerReferences") or ()
-                    if isinstance(ref, Mapping)}
+        owned_by = {
+            ref.get("kind")
+            for p in pods
+            for ref in (p.get("metadata") or {}).get("ownerReferences") or ()
+            if isinstance(ref, Mapping)
+        }
         parents: list[Mapping[str, Any]] = []
         if "ReplicaSet" in owned_by:
-            parents += ({**o, "kind": "ReplicaSet"} for o in self.client.list_objects(
-                self._path("/apis/apps/v1", "replicasets")))
+            parents += (
+                {**o, "kind": "ReplicaSet"}
+                for o in self.client.list_objects(self._path("/apis/apps/v1", "replicasets"))
+            )
         if "Job" in owned_by:
             parents += ({**o, "kind": "Job"} for o in self.client.list_objects(self._path("/apis/batch/v1", "jobs")))
         owners = Owners.from_objects(parents)
@@ -335,26 +343,43 @@ def render_table(report: Report, *, top: int = 10) -> str:
     """The terminal report: workloads, totals per namespace and architecture, the top blocking images."""
     archs = report.architectures
     out: list[str] = []
-    rows: list[list[str]] = [["NAMESPACE", "KIND", "NAME", "PODS", "CPU", "MEMORY", *(a.upper() for a in archs),
-                              "BLOCKED BY / ERROR"]]
+    rows: list[list[str]] = [
+        ["NAMESPACE", "KIND", "NAME", "PODS", "CPU", "MEMORY", *(a.upper() for a in archs), "BLOCKED BY / ERROR"]
+    ]
     for item in report.workloads:
         why = item.error or "; ".join(
             f"{arch}: {', '.join(item.blocking[arch])}" for arch in archs if item.blocking.get(arch)
         )
-        rows.append([item.workload.namespace, item.workload.kind, item.workload.name, str(item.pods),
-                     human_cores(item.requests.cpu_millis), human_bytes(item.requests.memory_bytes),
-                     *(_MARK[item.status(arch)] for arch in archs), why])
+        rows.append(
+            [
+                item.workload.namespace,
+                item.workload.kind,
+                item.workload.name,
+                str(item.pods),
+                human_cores(item.requests.cpu_millis),
+                human_bytes(item.requests.memory_bytes),
+                *(_MARK[item.status(arch)] for arch in archs),
+                why,
+            ]
+        )
     out += _table(rows, frozenset({3, 4, 5}))
     out.append("")
     total = report.totals.all
     rows = [["ARCH", "WORKLOADS", "PODS", "CPU", "CPU%", "MEMORY", "BLOCKED CPU", "UNKNOWN CPU"]]
     for arch in archs:
         ok = report.totals.runnable[arch]
-        rows.append([arch, f"{ok.workloads}/{total.workloads}", f"{ok.pods}/{total.pods}",
-                     f"{human_cores(ok.cpu_millis)}/{human_cores(total.cpu_millis)}",
-                     percent(ok.cpu_millis, total.cpu_millis), human_bytes(ok.memory_bytes),
-                     human_cores(report.totals.blocked[arch].cpu_millis),
-                     human_cores(report.totals.unknown.cpu_millis)])
+        rows.append(
+            [
+                arch,
+                f"{ok.workloads}/{total.workloads}",
+                f"{ok.pods}/{total.pods}",
+                f"{human_cores(ok.cpu_millis)}/{human_cores(total.cpu_millis)}",
+                percent(ok.cpu_millis, total.cpu_millis),
+                human_bytes(ok.memory_bytes),
+                human_cores(report.totals.blocked[arch].cpu_millis),
+                human_cores(report.totals.unknown.cpu_millis),
+            ]
+        )
     out.append("Runnable today, cluster totals (CPU in cores):")
     out += _table(rows, frozenset({1, 2, 3, 4, 5, 6, 7}))
     out.append("")
@@ -365,8 +390,16 @@ def render_table(report: Report, *, top: int = 10) -> str:
             f"({percent(totals.runnable[a].cpu_millis, totals.all.cpu_millis)})"
             for a in archs
         ]
-        rows.append([name, str(totals.all.workloads), str(totals.all.pods), human_cores(totals.all.cpu_millis),
-                     *shares, human_cores(totals.unknown.cpu_millis)])
+        rows.append(
+            [
+                name,
+                str(totals.all.workloads),
+                str(totals.all.pods),
+                human_cores(totals.all.cpu_millis),
+                *shares,
+                human_cores(totals.unknown.cpu_millis),
+            ]
+        )
     out.append("Per namespace (CPU that can run on each architecture):")
     out += _table(rows, frozenset(range(1, 5 + len(archs))))
     for arch in archs:
@@ -379,8 +412,9 @@ def render_table(report: Report, *, top: int = 10) -> str:
         for image in blockers:
             figures = image.blocking[arch]
             offers = ", ".join(sorted(image.support.architectures or ())) or "none usable"
-            rows.append([image.image, human_cores(figures.cpu_millis), str(figures.workloads), str(figures.pods),
-                         offers])
+            rows.append(
+                [image.image, human_cores(figures.cpu_millis), str(figures.workloads), str(figures.pods), offers]
+            )
         out += _table(rows, frozenset({1, 2, 3}))
     failed = [image for image in report.images if image.support.architectures is None]
     if failed:
@@ -429,8 +463,10 @@ def run_report(
     except ModuleNotFoundError as exc:
         if exc.name not in REPORT_EXTRA_MODULES:
             raise
-        print(f"noe report: needs the report extra: pip install 'noe-webhook[report]' (module {exc.name} is missing)",
-              file=err)
+        print(
+            f"noe report: needs the report extra: pip install 'noe-webhook[report]' (module {exc.name} is missing)",
+            file=err,
+        )
         return EXIT_BAD_INPUT
 
 
@@ -462,8 +498,9 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
             _say(err, reader.notes)
         update, close = _progress_bar(len(images), err)
         try:
-            lookups = inspect_images(images, inspector, keychains=keychains, timeout=timeout,
-                                     concurrency=concurrency, progress=update)
+            lookups = inspect_images(
+                images, inspector, keychains=keychains, timeout=timeout, concurrency=concurrency, progress=update
+            )
         finally:
             close()
     report = build_report(inventory.pods, lookups.answers, settings, archs)
@@ -479,7 +516,10 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         except OSError as exc:
             raise InvalidSettings(f"--html {ns.html}: cannot write it ({exc.strerror})") from None
     if lookups.registry_lookups and lookups.registry_failures == lookups.registry_lookups:
-        print(f"noe report: every registry lookup failed ({lookups.registry_failures} images); "
-              "check the registry flags and credentials", file=err)
+        print(
+            f"noe report: every registry lookup failed ({lookups.registry_failures} images); "
+            "check the registry flags and credentials",
+            file=err,
+        )
         return EXIT_FAILED
     return EXIT_OK

@@ -86,8 +86,12 @@ def namespace_chart(report: Report, arch: str) -> Markup:
     if len(rows) > _MAX_NAMESPACES:
         rest = rows[_MAX_NAMESPACES:]
         label = f"{len(rest)} other namespaces"
-        shown.append((label, Totals.of([w for w in report.workloads if w.workload.namespace in dict(rest)],
-                                       report.architectures)))
+        shown.append(
+            (
+                label,
+                Totals.of([w for w in report.workloads if w.workload.namespace in dict(rest)], report.architectures),
+            )
+        )
     shown.reverse()  # pygal draws the first label at the bottom: the largest namespace goes on top
     chart = pygal.HorizontalStackedBar(style=_style(RUNNABLE, BLOCKED, UNKNOWN), **_common(120 + 22 * len(shown)))
     chart.title = f"Requested CPU per namespace (cores): can it run on {arch}?"

@@ -59,8 +59,7 @@ def frame(buf: bytes, max_body: int) -> Framing:
     if length > max_body:
         return Framing(Verdict.TOO_LARGE, header_end=body_start, content_length=length)
     if len(buf) - body_start >= length:
-        return Framing(Verdict.COMPLETE, end=body_start + length, header_end=body_start,
-                       content_length=length)
+        return Framing(Verdict.COMPLETE, end=body_start + length, header_end=body_start, content_length=length)
     return Framing(Verdict.MORE, header_end=body_start, content_length=length, expects_continue=expects)
 
 
@@ -111,6 +110,6 @@ def _chunked(buf: bytes, pos: int, max_body: int, expects: bool) -> Framing:
             return Framing(Verdict.TOO_LARGE, header_end=header_end)
         if len(buf) < pos + size + 2:
             return Framing(Verdict.MORE, header_end=header_end, expects_continue=expects)
-        if buf[pos + size:pos + size + 2] != b"\r\n":
+        if buf[pos + size : pos + size + 2] != b"\r\n":
             return Framing(Verdict.UNFRAMEABLE, header_end=header_end)
         pos += size + 2

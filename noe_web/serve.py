@@ -128,7 +128,7 @@ class ConfigDump(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str) and record.msg.startswith(self.HEAD) and not record.args:
             settings = dict(
-                line.strip().partition(": ")[::2] for line in record.msg[len(self.HEAD):].splitlines() if line.strip()
+                line.strip().partition(": ")[::2] for line in record.msg[len(self.HEAD) :].splitlines() if line.strip()
             )
             record.msg = "gunicorn configuration"
             record.fields = {"event": "gunicorn-config", "config": settings}
@@ -156,7 +156,7 @@ class LineHandler(logging.Handler):
             data = (self.format(record) + "\n").encode("utf-8", "replace")
             fd = sys.stdout.fileno()
             while data:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
         except Exception:
             self.handleError(record)
 
@@ -211,8 +211,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     from noe_web.flags import NOE_COMPAT_FLAGS  # noqa: PLC0415
 
     add_serve_arguments(parser)
-    add_flags(parser.add_argument_group("accepted for the Go Noe's command line (see 'noe_web/noe_compat.py')"),
-              NOE_COMPAT_FLAGS)
+    add_flags(
+        parser.add_argument_group("accepted for the Go Noe's command line (see 'noe_web/noe_compat.py')"),
+        NOE_COMPAT_FLAGS,
+    )
 
 
 def _emit(doc: dict[str, Any]) -> None:
@@ -249,8 +251,9 @@ def build_app(config: ServeConfig, api: Any) -> Any:
     )
     kube = events = None
     if api is not None:
-        kube = KubeClient(api, secret_cache_ttl=config.pull_secret_cache_ttl,
-                          timeout=max(1.0, config.admission_deadline))
+        kube = KubeClient(
+            api, secret_cache_ttl=config.pull_secret_cache_ttl, timeout=max(1.0, config.admission_deadline)
+        )
         events = EventRecorder(
             kube,
             maxsize=config.event_queue_size,
@@ -307,8 +310,10 @@ def run_serve(ns: argparse.Namespace) -> int:
         return 2
     configure_logging(config.log_level, config.log_format)
     if api is None:
-        log.warning("no Kubernetes API access (no --kubeconfig, not in a cluster): "
-                    "imagePullSecrets are not read and no Events are written")
+        log.warning(
+            "no Kubernetes API access (no --kubeconfig, not in a cluster): "
+            "imagePullSecrets are not read and no Events are written"
+        )
     _check_cache(config)
     cleanup: Callable[[], None] = lambda: None  # noqa: E731
     metrics_server = None
@@ -320,29 +325,41 @@ def run_serve(ns: argparse.Namespace) -> int:
             metrics_server = MetricsServer(config.metrics_host or "", config.metrics_port or 0, directory)
         except OSError as exc:
             cleanup()
-            print(f"noe serve: --metrics-addr {config.metrics_host or ''}:{config.metrics_port}: "
-                  f"cannot listen ({exc.strerror})", file=sys.stderr, flush=True)
+            print(
+                f"noe serve: --metrics-addr {config.metrics_host or ''}:{config.metrics_port}: "
+                f"cannot listen ({exc.strerror})",
+                file=sys.stderr,
+                flush=True,
+            )
             return 2
     cert_file, key_file, ca_file, created = tls
-    _emit({
-        "event": "startup",
-        "msg": "noe webhook starting",
-        "config": config.describe(),
-        "tls": {"cert_file": str(cert_file), "key_file": str(key_file),
-                "ca_file": str(ca_file) if ca_file else None, "self_signed": ca_file is not None,
-                "created": created},
-        "kubernetes_api": api.describe() if api is not None else None,
-        "metrics_port": metrics_server.port if metrics_server is not None else None,
-    })
+    _emit(
+        {
+            "event": "startup",
+            "msg": "noe webhook starting",
+            "config": config.describe(),
+            "tls": {
+                "cert_file": str(cert_file),
+                "key_file": str(key_file),
+                "ca_file": str(ca_file) if ca_file else None,
+                "self_signed": ca_file is not None,
+                "created": created,
+            },
+            "kubernetes_api": api.describe() if api is not None else None,
+            "metrics_port": metrics_server.port if metrics_server is not None else None,
+        }
+    )
     if ca_file is not None:
         port = config.bind_port
-        _emit({
-            "event": "self-signed",
-            "msg": "no certificate given: serving a self-signed localhost certificate; trust this CA",
-            "ca_file": str(ca_file),
-            "try": f"curl --cacert {ca_file} -H 'Content-Type: application/json' "
-                   f"-d @examples/admission-review.json https://localhost:{port}/mutate",
-        })
+        _emit(
+            {
+                "event": "self-signed",
+                "msg": "no certificate given: serving a self-signed localhost certificate; trust this CA",
+                "ca_file": str(ca_file),
+                "try": f"curl --cacert {ca_file} -H 'Content-Type: application/json' "
+                f"-d @examples/admission-review.json https://localhost:{port}/mutate",
+            }
+        )
     from noe_web.server import NoeServer  # noqa: PLC0415
 
     server = NoeServer(

@@ -71,7 +71,9 @@ class MetricsServer:
         from noe_web.metrics import multiprocess_registry  # noqa: PLC0415
 
         self.httpd, self.thread = start_http_server(
-            port, addr=host or "0.0.0.0", registry=multiprocess_registry(directory)  # noqa: S104
+            port,
+            addr=host or "0.0.0.0",  # noqa: S104 - an empty --metrics-addr host means every interface
+            registry=multiprocess_registry(directory),
         )
         self.port = int(self.httpd.server_address[1])
 

@@ -76,7 +76,9 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
             leftover = conn.parser.unreader.take_buffered()
         if not conn.initialized and self.cfg.is_ssl:
             conn.sock = sock.ssl_context(self.cfg).wrap_socket(
-                conn.sock, server_side=True, do_handshake_on_connect=False,
+                conn.sock,
+                server_side=True,
+                do_handshake_on_connect=False,
                 suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
             )
         conn.sock.setblocking(False)
@@ -155,7 +157,7 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
                 self._hand_over(state, len(state.buf))  # chunked (already over the limit) or hopeless
                 return True
             received = len(state.buf) - framing.header_end
-            del state.buf[framing.header_end:]
+            del state.buf[framing.header_end :]
             state.discard_left = length - received
             if state.discard_left <= 0:
                 self._hand_over(state, len(state.buf))
@@ -183,10 +185,16 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
         self.enqueue_req(conn)
 
     def _reject(self, state: _Reading) -> None:
-        body = json.dumps({"code": 431, "reason": "headers_too_large",
-                           "message": "the request headers are larger than 64 KiB"}).encode() + b"\n"
-        head = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: application/json\r\n"
-                b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        body = (
+            json.dumps(
+                {"code": 431, "reason": "headers_too_large", "message": "the request headers are larger than 64 KiB"}
+            ).encode()
+            + b"\n"
+        )
+        head = (
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        )
         with contextlib.suppress(OSError):
             state.conn.sock.send(head + body)
         self._close(state)

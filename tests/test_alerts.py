@@ -30,11 +30,22 @@ CHART = ROOT / "deploy" / "helm" / "noe"
 FIXTURE = ROOT / "tests" / "fixtures" / "alerts" / "noe-alerts.test.yaml"
 RUNBOOKS = ROOT / "docs" / "runbooks"
 NAMESPACE = "noe-system"
-REQUIRED_ALERTS = {"NoeWebhookDown", "NoeWebhookFailOpen", "NoeAdmissionLatencyHigh", "NoeLookupFailureRatioHigh",
-                   "NoeDenialRatioSpike", "NoeRegistryRateLimitLow"}
+REQUIRED_ALERTS = {
+    "NoeWebhookDown",
+    "NoeWebhookFailOpen",
+    "NoeAdmissionLatencyHigh",
+    "NoeLookupFailureRatioHigh",
+    "NoeDenialRatioSpike",
+    "NoeRegistryRateLimitLow",
+}
 # Grafana's variables, replaced by what Prometheus would receive.
-GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "$job": "noe",
-                     "$namespace": NAMESPACE}
+GRAFANA_VARIABLES = {
+    "$__rate_interval": "5m",
+    "$__interval": "1m",
+    "$__range": "1h",
+    "$job": "noe",
+    "$namespace": NAMESPACE,
+}
 
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -46,8 +57,19 @@ def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 
 @cache
 def rendered() -> tuple[dict[str, Any], ...]:
-    out = run_helm(["template", "noe", str(CHART), "--namespace", NAMESPACE, "--set", "prometheusRule.enabled=true",
-                    "--set", "grafanaDashboard.enabled=true"]).stdout
+    out = run_helm(
+        [
+            "template",
+            "noe",
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            "--set",
+            "prometheusRule.enabled=true",
+            "--set",
+            "grafanaDashboard.enabled=true",
+        ]
+    ).stdout
     return tuple(d for d in yaml.safe_load_all(out) if d)
 
 
@@ -88,10 +110,12 @@ def exported_series_names() -> set[str]:
 def metric_names(expr: str) -> set[str]:
     without_strings = re.sub(r'"[^"]*"', '""', expr)
     return set(re.findall(r"\b(?:noe|apiserver)_[a-z_]+\b", without_strings)) | set(
-        re.findall(r"\bup(?=\s*\{)", without_strings))
+        re.findall(r"\bup(?=\s*\{)", without_strings)
+    )
 
 
 # --- the alerts -----------------------------------------------------------------------------------
+
 
 def test_promtool_checks_the_rendered_rules(tmp_path: Path) -> None:
     path = tmp_path / "noe-rules.yaml"
@@ -145,10 +169,29 @@ def test_fail_open_alert_watches_the_webhook_name_noe_registers() -> None:
 
 
 def test_alert_thresholds_follow_the_values() -> None:
-    out = run_helm(["template", "noe", str(CHART), "--namespace", NAMESPACE, "--set", "prometheusRule.enabled=true",
-                    "--set", "timeoutSeconds=20", "--set", "gracefulTimeout=25",
-                    "--set", "terminationGracePeriodSeconds=40", "--set", "prometheusRule.rateLimitHeadroom=0.25",
-                    "--set", "prometheusRule.job=webhooks", "-s", "templates/prometheusrule.yaml"]).stdout
+    out = run_helm(
+        [
+            "template",
+            "noe",
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            "--set",
+            "prometheusRule.enabled=true",
+            "--set",
+            "timeoutSeconds=20",
+            "--set",
+            "gracefulTimeout=25",
+            "--set",
+            "terminationGracePeriodSeconds=40",
+            "--set",
+            "prometheusRule.rateLimitHeadroom=0.25",
+            "--set",
+            "prometheusRule.job=webhooks",
+            "-s",
+            "templates/prometheusrule.yaml",
+        ]
+    ).stdout
     rules = {r["alert"]: r for g in yaml.safe_load(out)["spec"]["groups"] for r in g["rules"]}
     assert re.search(r">\s*16(\.0)?\s*$", rules["NoeAdmissionLatencyHigh"]["expr"])  # 80 % of 20 s
     assert "< 0.25" in rules["NoeRegistryRateLimitLow"]["expr"]
@@ -156,6 +199,7 @@ def test_alert_thresholds_follow_the_values() -> None:
 
 
 # --- metrics the alerts and the dashboard read -------------------------------------------------------
+
 
 def test_alerts_and_dashboard_read_only_metrics_that_exist() -> None:
     exported = exported_series_names() | {"up", "apiserver_admission_webhook_fail_open_count"}
@@ -167,6 +211,7 @@ def test_alerts_and_dashboard_read_only_metrics_that_exist() -> None:
 
 
 # --- the dashboard ---------------------------------------------------------------------------------------
+
 
 def test_promtool_parses_every_dashboard_query(tmp_path: Path) -> None:
     rules = []
@@ -203,5 +248,4 @@ def test_monitoring_objects_are_off_by_default() -> None:
     out = run_helm(["template", "noe", str(CHART), "--namespace", NAMESPACE]).stdout
     kinds = {d["kind"] for d in yaml.safe_load_all(out) if d}
     assert not {"PrometheusRule", "ServiceMonitor", "PodMonitor"} & kinds
-    assert all("grafana_dashboard" not in (d["metadata"].get("labels") or {})
-               for d in yaml.safe_load_all(out) if d)
+    assert all("grafana_dashboard" not in (d["metadata"].get("labels") or {}) for d in yaml.safe_load_all(out) if d)

@@ -63,8 +63,9 @@ def test_single_flight_shares_one_call() -> None:
         return 42
 
     results: list[tuple[int, bool]] = []
-    threads = [threading.Thread(target=lambda: results.append(flight.do("k", work, Deadline.after(5))))
-               for _ in range(20)]
+    threads = [
+        threading.Thread(target=lambda: results.append(flight.do("k", work, Deadline.after(5)))) for _ in range(20)
+    ]
     for t in threads:
         t.start()
     while flight.in_flight() == 0:

@@ -40,7 +40,8 @@ def _keychain(registry: RegistryServer, user: str, password: str, source: str) -
 
 def _manifest_requests(registry: RegistryServer, mark: int, method: str, status: int | None = None) -> int:
     return sum(
-        1 for e in registry.requests_since(mark, method=method, path_contains="/manifests/")
+        1
+        for e in registry.requests_since(mark, method=method, path_contains="/manifests/")
         if status is None or e.status == status
     )
 
@@ -99,8 +100,10 @@ def test_the_same_secret_in_another_namespace_is_served_from_memory(
 
 
 def test_another_right_credential_is_served_after_one_head_and_no_get(
-    basic_registry: RegistryServer, basic_pushed_images: dict[str, PushedImage],
-    basic_credentials: tuple[str, str], session: requests.Session,
+    basic_registry: RegistryServer,
+    basic_pushed_images: dict[str, PushedImage],
+    basic_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     image = basic_pushed_images["docker-manifest-list"]
     alice = _keychain(basic_registry, *basic_credentials, "team-a/regcred")
@@ -121,8 +124,10 @@ def test_another_right_credential_is_served_after_one_head_and_no_get(
 
 
 def test_public_images_are_shared_freely(
-    token_registry: RegistryServer, token_public_images: dict[str, PushedImage],
-    token_credentials: tuple[str, str], session: requests.Session,
+    token_registry: RegistryServer,
+    token_public_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     image = token_public_images["docker-manifest-list"]
     with Resolver(session, settings=SETTINGS) as resolver:
@@ -135,7 +140,9 @@ def test_public_images_are_shared_freely(
 
 
 def test_grants_and_answers_are_shared_through_the_store_without_credentials_on_disk(
-    private: tuple[RegistryServer, PushedImage, tuple[str, str]], session: requests.Session, tmp_path: Path,
+    private: tuple[RegistryServer, PushedImage, tuple[str, str]],
+    session: requests.Session,
+    tmp_path: Path,
 ) -> None:
     registry, image, (user, password) = private
     team = _keychain(registry, user, password, "team-a/regcred")
@@ -158,7 +165,9 @@ def test_grants_and_answers_are_shared_through_the_store_without_credentials_on_
 
 
 def test_a_new_private_image_is_recorded_only_for_who_read_it(
-    basic_registry: RegistryServer, basic_credentials: tuple[str, str], session: requests.Session,
+    basic_registry: RegistryServer,
+    basic_credentials: tuple[str, str],
+    session: requests.Session,
     make_repo: object,
 ) -> None:
     repo = make_repo("private/")  # type: ignore[operator]

@@ -49,8 +49,11 @@ def _damage_schema(path: Path) -> None:
         db.execute("PRAGMA user_version = 99")
 
 
-@pytest.mark.parametrize("damage", [_damage_truncate, _damage_random, _damage_schema],
-                         ids=["truncated", "random-bytes", "wrong-schema-version"])
+@pytest.mark.parametrize(
+    "damage",
+    [_damage_truncate, _damage_random, _damage_schema],
+    ids=["truncated", "random-bytes", "wrong-schema-version"],
+)
 def test_a_damaged_file_is_moved_aside_and_the_cache_starts_empty(
     tmp_path: Path, damage: object, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -142,20 +145,31 @@ def test_a_lock_held_by_another_process_is_waited_for_within_the_deadline_and_fr
 ) -> None:
     store = open_store(tmp_path, max_images=10, max_tags=10)
     assert store is not None
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path\n"
-        "from noe_core.deadline import Deadline\n"
-        "from noe_core.registry.cache_store import open_store\n"
-        "s = open_store(Path(sys.argv[1]), max_images=10, max_tags=10)\n"
-        "with s.lock('r/app@v1', Deadline.after(5)):\n"
-        "    print('held', flush=True); time.sleep(600)\n"
-    ), str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from pathlib import Path\n"
+                "from noe_core.deadline import Deadline\n"
+                "from noe_core.registry.cache_store import open_store\n"
+                "s = open_store(Path(sys.argv[1]), max_images=10, max_tags=10)\n"
+                "with s.lock('r/app@v1', Deadline.after(5)):\n"
+                "    print('held', flush=True); time.sleep(600)\n"
+            ),
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
         waits: list[int] = []
         start = time.monotonic()
-        with pytest.raises(DeadlineExceeded, match="another worker"), store.lock(
-                "r/app@v1", Deadline.after(0.3), on_wait=lambda: waits.append(1)):
+        with (
+            pytest.raises(DeadlineExceeded, match="another worker"),
+            store.lock("r/app@v1", Deadline.after(0.3), on_wait=lambda: waits.append(1)),
+        ):
             pass
         assert 0.25 < time.monotonic() - start < 1.5 and waits == [1]
         holder.kill()  # dies holding the lock: the kernel drops it
@@ -205,13 +219,17 @@ def session() -> Iterator[requests.Session]:
 
 @pytest.mark.registry
 def test_a_restart_reads_nothing_again_and_stale_tags_cost_one_head_each(
-    registry: RegistryServer, pushed_images: dict[str, PushedImage], session: requests.Session, tmp_path: Path,
+    registry: RegistryServer,
+    pushed_images: dict[str, PushedImage],
+    session: requests.Session,
+    tmp_path: Path,
 ) -> None:
     settings = RegistrySettings(insecure_registries=("127.0.0.1:*",), cache_ttl=3600)
     images = [pushed_images[name] for name in ("docker-manifest-list", "oci-single-amd64", "nested-index")]
     wall = [time.time()]
-    with Resolver(session, settings=settings,
-                  store=CacheStore(tmp_path, max_images=100, max_tags=100, wall=lambda: wall[0])) as before:
+    with Resolver(
+        session, settings=settings, store=CacheStore(tmp_path, max_images=100, max_tags=100, wall=lambda: wall[0])
+    ) as before:
         for image in images:
             before.resolve(image.reference, deadline=Deadline.after(20))
     mark = registry.mark()
@@ -235,8 +253,9 @@ def test_a_restart_reads_nothing_again_and_stale_tags_cost_one_head_each(
 def test_evictions_are_reported_and_the_least_recently_used_go(tmp_path: Path) -> None:
     evicted: list[tuple[str, int]] = []
     wall = [1000.0]
-    store = open_store(tmp_path, max_images=2, max_tags=10, wall=lambda: wall[0],
-                       on_evict=lambda table, n: evicted.append((table, n)))
+    store = open_store(
+        tmp_path, max_images=2, max_tags=10, wall=lambda: wall[0], on_evict=lambda table, n: evicted.append((table, n))
+    )
     assert store is not None
     for i in range(3):
         wall[0] += 100

@@ -30,10 +30,17 @@ def _run(api: FakeKubeApi, tmp_path: Path, *extra: str) -> int:
     parser = argparse.ArgumentParser(prog="noe")
     add_certs_parser(parser.add_subparsers(dest="command"))
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-    ns = parser.parse_args([
-        "certs", f"--namespace={NS}", f"--service={SVC}", f"--secret={SECRET}", f"--webhook-config={MWC}",
-        f"--kubeconfig={kubeconfig}", *extra,
-    ])
+    ns = parser.parse_args(
+        [
+            "certs",
+            f"--namespace={NS}",
+            f"--service={SVC}",
+            f"--secret={SECRET}",
+            f"--webhook-config={MWC}",
+            f"--kubeconfig={kubeconfig}",
+            *extra,
+        ]
+    )
     return run_certs(ns)
 
 
@@ -62,8 +69,10 @@ def _handshake(cert: bytes, key: bytes, ca_bundle: bytes, tmp_path: Path, hostna
     thread.start()
     client_ctx = ssl.create_default_context(cadata=ca_bundle.decode())
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-                client_ctx.wrap_socket(raw, server_hostname=hostname) as tls:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            client_ctx.wrap_socket(raw, server_hostname=hostname) as tls,
+        ):
             version = tls.version() or ""
             tls.sendall(b"x")
     finally:
@@ -80,12 +89,19 @@ def test_first_run_creates_secret_and_patches_every_webhook(api: FakeKubeApi, tm
     assert api.secrets[(NS, SECRET)]["type"] == "kubernetes.io/tls"
     hooks = api.webhook_configs[MWC]["webhooks"]
     assert [base64.b64decode(h["clientConfig"]["caBundle"]) for h in hooks] == [data["ca.crt"]] * 2
-    assert ("PATCH", f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{MWC}",
-            "application/json-patch+json") in api.requests
+    assert (
+        "PATCH",
+        f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{MWC}",
+        "application/json-patch+json",
+    ) in api.requests
     cert = x509.load_pem_x509_certificate(data["tls.crt"])
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert set(names.get_values_for_type(x509.DNSName)) == {
-        "noe", "noe.noe", "noe.noe.svc", "noe.noe.svc.cluster.local"}
+        "noe",
+        "noe.noe",
+        "noe.noe.svc",
+        "noe.noe.svc.cluster.local",
+    }
     left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
     assert dt.timedelta(days=364) < left <= dt.timedelta(days=365)
     # What the API server does: trust caBundle only, reach the Service by its DNS name.
@@ -93,8 +109,9 @@ def test_first_run_creates_secret_and_patches_every_webhook(api: FakeKubeApi, tm
         assert _handshake(data["tls.crt"], data["tls.key"], data["ca.crt"], tmp_path, host).startswith("TLS")
 
 
-def test_second_run_keeps_a_valid_certificate_and_writes_nothing(api: FakeKubeApi, tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_second_run_keeps_a_valid_certificate_and_writes_nothing(
+    api: FakeKubeApi, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     api.add_webhook_config(MWC)
     assert _run(api, tmp_path) == 0
     before = api.secret_data(NS, SECRET)
@@ -105,8 +122,9 @@ def test_second_run_keeps_a_valid_certificate_and_writes_nothing(api: FakeKubeAp
     assert "kept" in capsys.readouterr().err
 
 
-def test_missing_webhook_configuration_is_patched_by_a_later_run(api: FakeKubeApi, tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_webhook_configuration_is_patched_by_a_later_run(
+    api: FakeKubeApi, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The Helm pre-install hook runs before the webhook configuration exists.
     assert _run(api, tmp_path) == 0
     assert "not found yet" in capsys.readouterr().err
@@ -122,15 +140,22 @@ def test_missing_webhook_configuration_is_patched_by_a_later_run(api: FakeKubeAp
 
 def _put_bundle(api: FakeKubeApi, bundle: CertBundle) -> None:
     api.secrets[(NS, SECRET)] = {
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-        "metadata": {"name": SECRET, "namespace": NS, "resourceVersion": api.next_version(),
-                     "annotations": {"keep": "me"}},
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {
+            "name": SECRET,
+            "namespace": NS,
+            "resourceVersion": api.next_version(),
+            "annotations": {"keep": "me"},
+        },
         "data": bundle.secret_data(),
     }
 
 
 def test_certificate_within_the_renewal_window_is_renewed_with_overlapping_trust(
-        api: FakeKubeApi, tmp_path: Path) -> None:
+    api: FakeKubeApi, tmp_path: Path
+) -> None:
     api.add_webhook_config(MWC)
     old = issue(dns_names(SVC, NS), validity_days=20)
     _put_bundle(api, old)
@@ -163,7 +188,8 @@ def test_certificate_for_other_names_is_replaced(api: FakeKubeApi, tmp_path: Pat
     assert _run(api, tmp_path) == 0
     cert = x509.load_pem_x509_certificate(api.secret_data(NS, SECRET)["tls.crt"])
     assert "noe.noe.svc" in cert.extensions.get_extension_for_class(
-        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+        x509.SubjectAlternativeName
+    ).value.get_values_for_type(x509.DNSName)
 
 
 def test_force_issues_even_when_valid(api: FakeKubeApi, tmp_path: Path) -> None:

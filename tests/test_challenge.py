@@ -12,25 +12,51 @@ from noe_core.errors import AuthError, RegistryError
 from noe_core.registry.challenge import ChallengeError, parse_challenges, preferred
 
 GOOD = [
-    ('Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/nginx:pull"',
-     [("bearer", {"realm": "https://auth.docker.io/token", "service": "registry.docker.io",
-                  "scope": "repository:library/nginx:pull"})]),
-    ('Bearer realm="https://a/t",scope="repository:a/b:pull,push"',
-     [("bearer", {"realm": "https://a/t", "scope": "repository:a/b:pull,push"})]),
+    (
+        'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/nginx:pull"',
+        [
+            (
+                "bearer",
+                {
+                    "realm": "https://auth.docker.io/token",
+                    "service": "registry.docker.io",
+                    "scope": "repository:library/nginx:pull",
+                },
+            )
+        ],
+    ),
+    (
+        'Bearer realm="https://a/t",scope="repository:a/b:pull,push"',
+        [("bearer", {"realm": "https://a/t", "scope": "repository:a/b:pull,push"})],
+    ),
     ('Basic realm="Registry Realm"', [("basic", {"realm": "Registry Realm"})]),
     ('basic realm="a \\"quoted\\" name, with comma"', [("basic", {"realm": 'a "quoted" name, with comma'})]),
     ('Bearer realm="x", Basic realm="y"', [("bearer", {"realm": "x"}), ("basic", {"realm": "y"})]),
     ("Basic, Bearer realm=x", [("basic", {}), ("bearer", {"realm": "x"})]),
-    ("Bearer realm=https://auth.example/token,service=reg.example",
-     [("bearer", {"realm": "https://auth.example/token", "service": "reg.example"})]),
+    (
+        "Bearer realm=https://auth.example/token,service=reg.example",
+        [("bearer", {"realm": "https://auth.example/token", "service": "reg.example"})],
+    ),
     ('Bearer  realm = "x" ,  service="y"', [("bearer", {"realm": "x", "service": "y"})]),
     ('Bearer REALM="x",Error="insufficient_scope"', [("bearer", {"realm": "x", "error": "insufficient_scope"})]),
     ("Basic", [("basic", {})]),
     ("Negotiate abc==, Basic realm=r", [("negotiate", {}), ("basic", {"realm": "r"})]),
 ]
 
-BAD = ["", "   ", ",,", "=", '"Bearer"', 'Bearer realm="x', 'Bearer realm="x\\', 'Bearer realm="x" junk',
-       "Bearer realm=x,realm=y", "Bearer =x", "Bearer realm=a\x01b", 'Bearer realm="a\nb"']
+BAD = [
+    "",
+    "   ",
+    ",,",
+    "=",
+    '"Bearer"',
+    'Bearer realm="x',
+    'Bearer realm="x\\',
+    'Bearer realm="x" junk',
+    "Bearer realm=x,realm=y",
+    "Bearer =x",
+    "Bearer realm=a\x01b",
+    'Bearer realm="a\nb"',
+]
 
 
 @pytest.mark.parametrize(("header", "want"), GOOD)
@@ -69,8 +95,13 @@ _token = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789-._~", 
 _value = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30)
 
 
-@given(st.lists(st.tuples(st.sampled_from(["Bearer", "Basic"]),
-                          st.dictionaries(_token, _value, min_size=1, max_size=4)), min_size=1, max_size=3))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["Bearer", "Basic"]), st.dictionaries(_token, _value, min_size=1, max_size=4)),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_quoted_round_trip(challenges: list[tuple[str, dict[str, str]]]) -> None:
     def quote(v: str) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -32,8 +32,9 @@ CHART = ROOT / "deploy" / "helm" / "noe"
 NAMESPACE = "noe-system"
 
 
-def render(*settings: str, values: dict[str, Any] | None = None, tmp: Path | None = None,
-           check: bool = True) -> list[dict[str, Any]] | subprocess.CompletedProcess[str]:
+def render(
+    *settings: str, values: dict[str, Any] | None = None, tmp: Path | None = None, check: bool = True
+) -> list[dict[str, Any]] | subprocess.CompletedProcess[str]:
     args = ["template", "noe", str(CHART), "--namespace", NAMESPACE, *settings]
     if values is not None:
         assert tmp is not None
@@ -97,6 +98,7 @@ def serve_config(docs: list[dict[str, Any]]) -> Any:
 
 # --- 3. safe rollouts ------------------------------------------------------------------------------
 
+
 def test_default_install_survives_a_drain_and_a_rollout() -> None:
     docs = docs_of()
     [deployment] = kind(docs, "Deployment")
@@ -111,17 +113,25 @@ def test_default_install_survives_a_drain_and_a_rollout() -> None:
     assert webhook_pod(docs)["priorityClassName"] == "system-cluster-critical"
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    (("--set", "podDisruptionBudget.minAvailable=2"), "blocks every node drain"),
-    (("--set", "replicas=1"), "blocks every node drain"),
-    (("--set", "podDisruptionBudget.minAvailable=100%"), "blocks every node drain"),
-    (("--set", "podDisruptionBudget.minAvailable=null", "--set", "podDisruptionBudget.maxUnavailable=0"),
-     "blocks every node drain"),
-    (("--set", "ha.enabled=true", "--set", "ha.replicas=2", "--set", "ha.minAvailable=2"), "blocks every node drain"),
-    (("--set", "podDisruptionBudget.maxUnavailable=1"), "exactly one of minAvailable and maxUnavailable"),
-    (("--set", "gracefulTimeout=10"), "gracefulTimeout"),
-    (("--set", "terminationGracePeriodSeconds=20"), "terminationGracePeriodSeconds"),
-])
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (("--set", "podDisruptionBudget.minAvailable=2"), "blocks every node drain"),
+        (("--set", "replicas=1"), "blocks every node drain"),
+        (("--set", "podDisruptionBudget.minAvailable=100%"), "blocks every node drain"),
+        (
+            ("--set", "podDisruptionBudget.minAvailable=null", "--set", "podDisruptionBudget.maxUnavailable=0"),
+            "blocks every node drain",
+        ),
+        (
+            ("--set", "ha.enabled=true", "--set", "ha.replicas=2", "--set", "ha.minAvailable=2"),
+            "blocks every node drain",
+        ),
+        (("--set", "podDisruptionBudget.maxUnavailable=1"), "exactly one of minAvailable and maxUnavailable"),
+        (("--set", "gracefulTimeout=10"), "gracefulTimeout"),
+        (("--set", "terminationGracePeriodSeconds=20"), "terminationGracePeriodSeconds"),
+    ],
+)
 def test_settings_that_would_drop_admissions_are_refused(settings: tuple[str, ...], message: str) -> None:
     assert message in refused(*settings)
 
@@ -133,7 +143,9 @@ def test_budgets_that_let_a_drain_through_render() -> None:
     assert kind(three, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 2
     pct = docs_of("--set", "podDisruptionBudget.minAvailable=null", "--set", "podDisruptionBudget.maxUnavailable=50%")
     assert kind(pct, "PodDisruptionBudget")[0]["spec"] == {
-        "maxUnavailable": "50%", "selector": kind(pct, "PodDisruptionBudget")[0]["spec"]["selector"]}
+        "maxUnavailable": "50%",
+        "selector": kind(pct, "PodDisruptionBudget")[0]["spec"]["selector"],
+    }
     assert "priorityClassName" not in webhook_pod(docs_of("--set", "priorityClassName="))
 
 
@@ -151,38 +163,56 @@ def test_shutdown_outlasts_the_webhook_timeout() -> None:
 
 # --- 8. values the schema takes --------------------------------------------------------------------
 
-@pytest.mark.parametrize(("settings", "flag_name", "seconds"), [
-    (("--set", "cacheTTL=1h"), "--cache-ttl", 3600.0),
-    (("--set", "cacheTTL=1h30m"), "--cache-ttl", 5400.0),
-    (("--set", "negativeCacheTTL=45s"), "--negative-cache-ttl", 45.0),
-    (("--set", "negativeCacheTTL=0.5"), "--negative-cache-ttl", 0.5),
-    (("--set", "cacheTTL=300"), "--cache-ttl", 300.0),
-    (("--set", "admissionDeadline=4.5"), "--admission-deadline", 4.5),
-    (("--set-string", "admissionDeadline=3"), "--admission-deadline", 3.0),
-])
-def test_go_durations_and_set_decimals_are_accepted(settings: tuple[str, ...], flag_name: str,
-                                                    seconds: float) -> None:
+
+@pytest.mark.parametrize(
+    ("settings", "flag_name", "seconds"),
+    [
+        (("--set", "cacheTTL=1h"), "--cache-ttl", 3600.0),
+        (("--set", "cacheTTL=1h30m"), "--cache-ttl", 5400.0),
+        (("--set", "negativeCacheTTL=45s"), "--negative-cache-ttl", 45.0),
+        (("--set", "negativeCacheTTL=0.5"), "--negative-cache-ttl", 0.5),
+        (("--set", "cacheTTL=300"), "--cache-ttl", 300.0),
+        (("--set", "admissionDeadline=4.5"), "--admission-deadline", 4.5),
+        (("--set-string", "admissionDeadline=3"), "--admission-deadline", 3.0),
+    ],
+)
+def test_go_durations_and_set_decimals_are_accepted(settings: tuple[str, ...], flag_name: str, seconds: float) -> None:
     docs = docs_of(*settings)
     assert flag(docs, flag_name)
     config = serve_config(docs)
-    got = {"--cache-ttl": lambda: config.registry.cache_ttl,
-           "--negative-cache-ttl": lambda: config.registry.negative_cache_ttl,
-           "--admission-deadline": lambda: config.admission_deadline}[flag_name]()
+    got = {
+        "--cache-ttl": lambda: config.registry.cache_ttl,
+        "--negative-cache-ttl": lambda: config.registry.negative_cache_ttl,
+        "--admission-deadline": lambda: config.admission_deadline,
+    }[flag_name]()
     assert got == seconds
 
 
-@pytest.mark.parametrize("settings", [
-    ("--set", "cacheTTL=1 hour"), ("--set", "cacheTTL=-1s"), ("--set", "admissionDeadline=fast"),
-    ("--set", "admissionDeadline=10"),
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        ("--set", "cacheTTL=1 hour"),
+        ("--set", "cacheTTL=-1s"),
+        ("--set", "admissionDeadline=fast"),
+        ("--set", "admissionDeadline=10"),
+    ],
+)
 def test_bad_durations_are_refused_by_the_schema_or_the_chart(settings: tuple[str, ...]) -> None:
     message = refused(*settings)
     assert "cacheTTL" in message or "admissionDeadline" in message, message
 
 
 def test_metrics_disabled_means_no_metrics_server_at_all() -> None:
-    docs = docs_of("--set", "metrics.enabled=false", "--set", "serviceMonitor.enabled=true",
-                   "--set", "podMonitor.enabled=true", "--set", "networkPolicy.enabled=true")
+    docs = docs_of(
+        "--set",
+        "metrics.enabled=false",
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--set",
+        "podMonitor.enabled=true",
+        "--set",
+        "networkPolicy.enabled=true",
+    )
     assert flag(docs, "--metrics-addr") == ["0"]
     assert serve_config(docs).metrics_enabled is False
     assert all(p["name"] != "metrics" for p in container(docs)["ports"])
@@ -213,14 +243,21 @@ def test_monitors_honor_the_go_noe_namespace_label_and_podmonitor_scrapes_the_me
 
 # --- 8. network, host network, selectors, service account, volumes -----------------------------------
 
+
 def test_network_policy_allows_exactly_what_noe_needs() -> None:
-    docs = docs_of("--set", "networkPolicy.enabled=true", "--set",
-                   "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring")
+    docs = docs_of(
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
+    )
     [policy] = kind(docs, "NetworkPolicy")
     spec = policy["spec"]
     assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
-    assert spec["podSelector"]["matchLabels"].items() <= \
-        kind(docs, "Deployment")[0]["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        spec["podSelector"]["matchLabels"].items()
+        <= kind(docs, "Deployment")[0]["spec"]["template"]["metadata"]["labels"].items()
+    )
     names = {p["name"] for p in container(docs)["ports"]}
     ingress = {p["port"]: rule for rule in spec["ingress"] for p in rule["ports"]}
     assert set(ingress) == names == {"https", "metrics"}
@@ -241,8 +278,10 @@ def test_host_network_brings_its_dns_policy() -> None:
 
 def test_selectors_and_match_conditions_reach_the_webhook(tmp_path: Path) -> None:
     values = {
-        "namespaceSelector": {"matchLabels": {"noe.example.com/enabled": "true"},
-                              "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["system"]}]},
+        "namespaceSelector": {
+            "matchLabels": {"noe.example.com/enabled": "true"},
+            "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["system"]}],
+        },
         "objectSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
         "matchConditions": [{"name": "not-a-job", "expression": "!has(object.metadata.ownerReferences)"}],
     }
@@ -261,32 +300,46 @@ def test_selectors_and_match_conditions_reach_the_webhook(tmp_path: Path) -> Non
 def test_an_existing_service_account_is_used_and_bound() -> None:
     docs = docs_of("--set", "serviceAccount.create=false", "--set", "serviceAccount.name=platform-noe")
     assert webhook_pod(docs)["serviceAccountName"] == "platform-noe"
-    assert not [sa for sa in kind(docs, "ServiceAccount") if sa["metadata"]["labels"]["app.kubernetes.io/component"]
-                == "webhook"]
+    assert not [
+        sa
+        for sa in kind(docs, "ServiceAccount")
+        if sa["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+    ]
     binding = next(b for b in kind(docs, "ClusterRoleBinding") if not b["metadata"]["name"].endswith("-certs"))
     assert binding["subjects"][0]["name"] == "platform-noe"
     assert "serviceAccount.name" in refused("--set", "serviceAccount.create=false")
     named = docs_of("--set", "serviceAccount.name=noe-sa")
     assert webhook_pod(named)["serviceAccountName"] == "noe-sa"
-    assert [sa["metadata"]["name"] for sa in kind(named, "ServiceAccount")
-            if sa["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"] == ["noe-sa"]
+    assert [
+        sa["metadata"]["name"]
+        for sa in kind(named, "ServiceAccount")
+        if sa["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+    ] == ["noe-sa"]
 
 
 def test_extra_volumes_and_mounts(tmp_path: Path) -> None:
-    values = {"extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
-              "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}]}
+    values = {
+        "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
+        "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}],
+    }
     docs = docs_of(values=values, tmp=tmp_path)
     assert {"name": "corp-ca", "configMap": {"name": "corp-ca"}} in webhook_pod(docs)["volumes"]
     assert values["extraVolumeMounts"][0] in container(docs)["volumeMounts"]
 
 
 def test_everything_on_validates_against_kubernetes(tmp_path: Path) -> None:
-    values = {"networkPolicy": {"enabled": True}, "hostNetwork": True, "serviceMonitor": {"enabled": True},
-              "podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
-              "grafanaDashboard": {"enabled": True, "folder": "Platform"}, "nodeCredentials": {"enabled": True},
-              "matchConditions": [{"name": "all", "expression": "true"}],
-              "extraVolumes": [{"name": "x", "emptyDir": {}}],
-              "extraVolumeMounts": [{"name": "x", "mountPath": "/x"}]}
+    values = {
+        "networkPolicy": {"enabled": True},
+        "hostNetwork": True,
+        "serviceMonitor": {"enabled": True},
+        "podMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True},
+        "grafanaDashboard": {"enabled": True, "folder": "Platform"},
+        "nodeCredentials": {"enabled": True},
+        "matchConditions": [{"name": "all", "expression": "true"}],
+        "extraVolumes": [{"name": "x", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": "x", "mountPath": "/x"}],
+    }
     docs = docs_of(values=values, tmp=tmp_path)
     for version in (KUBE_VERSIONS[0], KUBE_VERSIONS[-1]):
         for doc in docs:
@@ -296,6 +349,7 @@ def test_everything_on_validates_against_kubernetes(tmp_path: Path) -> None:
 
 
 # --- 8. `helm test` ----------------------------------------------------------------------------------
+
 
 def _test_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
     [pod] = [d for d in kind(docs, "Pod") if d["metadata"]["annotations"].get("helm.sh/hook") == "test"]
@@ -322,8 +376,14 @@ def _run_test_pod(pod: dict[str, Any], api_url: str, sa_dir: Path) -> subprocess
     env.update({e["name"]: e["value"] for e in c["env"]})
     env.update({"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "SERVICEACCOUNT_DIR": str(sa_dir)})
     assert c["command"][:1] == ["python3"]
-    return subprocess.run([sys.executable, *c["command"][1:], *c["args"]], capture_output=True, text=True,
-                          env=env, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, *c["command"][1:], *c["args"]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_helm_test_sends_a_dry_run_pod_through_the_webhook(tmp_path: Path) -> None:
@@ -368,6 +428,7 @@ def test_helm_test_sends_a_dry_run_pod_through_the_webhook(tmp_path: Path) -> No
 
 # --- 8. Chart.yaml and the plain manifests --------------------------------------------------------------
 
+
 def test_chart_metadata() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     cfg = configparser.ConfigParser()
@@ -385,8 +446,11 @@ def test_chart_metadata() -> None:
 
 
 def test_plain_manifests_certificate_job_is_removed_after_it_finishes() -> None:
-    docs = [d for d in yaml.safe_load_all((ROOT / "deploy" / "manifests" / "noe-without-cert-manager.yaml")
-                                          .read_text()) if d]
+    docs = [
+        d
+        for d in yaml.safe_load_all((ROOT / "deploy" / "manifests" / "noe-without-cert-manager.yaml").read_text())
+        if d
+    ]
     [job] = kind(docs, "Job")
     assert 0 < job["spec"]["ttlSecondsAfterFinished"] <= 3600
     # and no `helm test` objects, which only Helm runs

@@ -43,8 +43,15 @@ def run(directory: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     platforms = tmp_path / "platforms.json"
     platforms.write_text(json.dumps(PLATFORMS))
     env = {**os.environ, "NOE": f"{sys.executable} -m noe_core.cli"}
-    return subprocess.run(["sh", str(SCRIPT), str(directory), str(platforms)], capture_output=True, text=True,
-                          check=False, timeout=120, cwd=ROOT, env=env)
+    return subprocess.run(
+        ["sh", str(SCRIPT), str(directory), str(platforms)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def write(directory: Path, name: str, *docs: dict[str, Any]) -> None:
@@ -54,8 +61,12 @@ def write(directory: Path, name: str, *docs: dict[str, Any]) -> None:
 
 def test_a_denied_deployment_fails_the_check(tmp_path: Path) -> None:
     manifests = tmp_path / "k8s"
-    write(manifests, "web.yaml", workload("Deployment", ["x86:1", "arm:1"], "web"),
-          {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}})
+    write(
+        manifests,
+        "web.yaml",
+        workload("Deployment", ["x86:1", "arm:1"], "web"),
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}},
+    )
     write(manifests, "ok.yaml", workload("Deployment", ["multi:1"], "ok"))
     proc = run(manifests, tmp_path)
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -84,16 +95,33 @@ def test_a_workload_kind_noe_cannot_check_fails_loudly(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"--- {manifests}/rollout.yaml: cannot check kind(s) Rollout" in proc.stdout
     # and noe mutate alone would indeed have let it through unseen
-    single = subprocess.run([sys.executable, "-m", "noe_core.cli", "mutate", "-f", str(manifests / "rollout.yaml"),
-                             "--platforms", str(tmp_path / "platforms.json")], capture_output=True, text=True,
-                            check=False, timeout=60, cwd=ROOT)
+    single = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "noe_core.cli",
+            "mutate",
+            "-f",
+            str(manifests / "rollout.yaml"),
+            "--platforms",
+            str(tmp_path / "platforms.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert single.returncode == 0
 
 
 def test_manifests_without_workloads_pass(tmp_path: Path) -> None:
     manifests = tmp_path / "k8s"
-    write(manifests, "config.yaml", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
-                                     "data": {"containers": "not a pod"}})
+    write(
+        manifests,
+        "config.yaml",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"containers": "not a pod"}},
+    )
     proc = run(manifests, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "checked 0 workload manifest(s)" in proc.stdout

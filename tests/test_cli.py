@@ -19,8 +19,9 @@ sys.exit(main(sys.argv[1:]))
 
 
 def noe_without_web(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", WITHOUT_WEB, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_WEB, *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def test_mutate_works_without_the_web_extra() -> None:
@@ -30,8 +31,17 @@ def test_mutate_works_without_the_web_extra() -> None:
 
 
 def test_serve_and_certs_name_the_missing_extra(tmp_path: Path) -> None:
-    serve = ("serve", "--image-platforms", "examples/platforms.json", "--bind", "127.0.0.1:0",
-             "--metrics-addr", "", "--state-dir", str(tmp_path))
+    serve = (
+        "serve",
+        "--image-platforms",
+        "examples/platforms.json",
+        "--bind",
+        "127.0.0.1:0",
+        "--metrics-addr",
+        "",
+        "--state-dir",
+        str(tmp_path),
+    )
     for args in (serve, ("certs",)):
         proc = noe_without_web(*args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)

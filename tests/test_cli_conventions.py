@@ -23,8 +23,9 @@ OFFLINE = ("-f", "examples/pod.yaml", "--platforms", "examples/platforms.json")
 
 
 def noe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "noe_web", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "noe_web", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 @pytest.mark.parametrize("spelling", [["-ojson"], ["-o", "json"], ["--output=json"], ["-output=json"]])
@@ -60,8 +61,9 @@ def test_inspect_prints_json_and_yaml_and_keeps_json_as_an_alias(
     assert json.loads(outputs["alias"]) == doc == yaml.safe_load(outputs["yaml"])
     assert outputs["text"].startswith("Reference:")
     both = noe("inspect", *common, "--json", "-o", "yaml")
-    assert both.returncode == 2 and both.stderr.startswith("noe inspect: argument ") and len(
-        both.stderr.splitlines()) == 1
+    assert (
+        both.returncode == 2 and both.stderr.startswith("noe inspect: argument ") and len(both.stderr.splitlines()) == 1
+    )
 
 
 @pytest.mark.parametrize("command", ["mutate", "inspect", "serve", "certs", "report", "completion"])
@@ -87,8 +89,15 @@ def test_help_shows_the_subcommands_own_usage(command: str) -> None:
 
 
 def test_go_style_flags_and_go_booleans_still_work() -> None:
-    proc = noe("mutate", "-f", "examples/pod.yaml", "-platforms=examples/platforms.json", "-patch=true",
-               "-preferred-arch", "arm64")
+    proc = noe(
+        "mutate",
+        "-f",
+        "examples/pod.yaml",
+        "-platforms=examples/platforms.json",
+        "-patch=true",
+        "-preferred-arch",
+        "arm64",
+    )
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(proc.stdout)[0]["path"] == "/spec/affinity"  # the patch, in the default YAML
     off = noe("mutate", *OFFLINE, "--patch=false")  # Go's false: the switch's default, the object is printed

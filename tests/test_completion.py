@@ -23,8 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def noe_completion(shell: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "noe_web", "completion", shell], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "noe_web", "completion", shell],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -46,10 +52,13 @@ def bash_complete(script: Path, line: str) -> list[str]:
     """What bash offers for the last word of ``line`` (a trailing space starts a new, empty word)."""
     words = shlex.split(line) + ([""] if line.endswith(" ") else [])
     array = " ".join(shlex.quote(w) for w in words)
-    program = (f"source {shlex.quote(str(script))}; COMP_WORDS=({array}); COMP_CWORD={len(words) - 1}; "
-               "_noe_completion; printf '%s\\n' \"${COMPREPLY[@]}\"")
-    proc = subprocess.run([shell("bash"), "--norc", "--noprofile", "-c", program], capture_output=True, text=True,
-                          timeout=30, check=False)
+    program = (
+        f"source {shlex.quote(str(script))}; COMP_WORDS=({array}); COMP_CWORD={len(words) - 1}; "
+        "_noe_completion; printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
+    proc = subprocess.run(
+        [shell("bash"), "--norc", "--noprofile", "-c", program], capture_output=True, text=True, timeout=30, check=False
+    )
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     return [w for w in proc.stdout.splitlines() if w]
 
@@ -59,18 +68,36 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ("noe mu", ["mutate"]),
-    ("noe ", ["mutate", "inspect", "serve", "controller", "certs", "report", "cache", "completion", "-h", "--help", "--version"]),
-    ("noe mutate -o ", ["yaml", "json"]),
-    ("noe mutate --out", ["--output"]),
-    ("noe inspect --output ", ["text", "json", "yaml"]),
-    ("noe report -o ", ["table", "json", "yaml"]),
-    ("noe serve --log-format ", ["json", "text"]),
-    ("noe serve --preference-mode r", ["required"]),
-    ("noe completion ", ["bash", "zsh", "fish"]),
-    ("noe serve --leader", ["--leader-elect", "--leader-election-id", "--leader-election-namespace"]),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("noe mu", ["mutate"]),
+        (
+            "noe ",
+            [
+                "mutate",
+                "inspect",
+                "serve",
+                "controller",
+                "certs",
+                "report",
+                "cache",
+                "completion",
+                "-h",
+                "--help",
+                "--version",
+            ],
+        ),
+        ("noe mutate -o ", ["yaml", "json"]),
+        ("noe mutate --out", ["--output"]),
+        ("noe inspect --output ", ["text", "json", "yaml"]),
+        ("noe report -o ", ["table", "json", "yaml"]),
+        ("noe serve --log-format ", ["json", "text"]),
+        ("noe serve --preference-mode r", ["required"]),
+        ("noe completion ", ["bash", "zsh", "fish"]),
+        ("noe serve --leader", ["--leader-elect", "--leader-election-id", "--leader-election-namespace"]),
+    ],
+)
 def test_bash_completes_commands_flags_and_choices(bash_script: Path, line: str, expected: list[str]) -> None:
     assert sorted(bash_complete(bash_script, line)) == sorted(expected)
 
@@ -92,8 +119,7 @@ def test_bash_completes_file_values_with_paths(bash_script: Path, tmp_path: Path
 def test_zsh_script_is_valid_zsh() -> None:
     script = noe_completion("zsh")
     assert script.startswith("#compdef noe\n")
-    proc = subprocess.run([shell("zsh"), "-n"], input=script, capture_output=True, text=True, timeout=30,
-                          check=False)
+    proc = subprocess.run([shell("zsh"), "-n"], input=script, capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
     for name, parser in subcommands().items():
         assert f"    {name})\n" in script
@@ -110,8 +136,9 @@ def test_fish_script_is_valid_and_completes(tmp_path: Path) -> None:
 
     def complete(line: str) -> list[str]:
         program = f"source {shlex.quote(str(path))}; complete -C {shlex.quote(line)}"
-        proc = subprocess.run([shell("fish"), "--no-config", "-c", program], capture_output=True, text=True,
-                              timeout=30, check=False)
+        proc = subprocess.run(
+            [shell("fish"), "--no-config", "-c", program], capture_output=True, text=True, timeout=30, check=False
+        )
         assert proc.returncode == 0, proc.stderr
         return sorted(w.split("\t")[0] for w in proc.stdout.splitlines() if w)
 
@@ -121,8 +148,14 @@ def test_fish_script_is_valid_and_completes(tmp_path: Path) -> None:
 
 
 def test_unknown_shell_is_a_usage_error() -> None:
-    proc = subprocess.run([sys.executable, "-m", "noe_web", "completion", "tcsh"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "noe_web", "completion", "tcsh"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("noe completion: argument SHELL: invalid choice: 'tcsh'"), proc.stderr
     assert len(proc.stderr.splitlines()) == 1

@@ -77,8 +77,10 @@ def test_version_3_and_1() -> None:
 
 
 def test_no_registry_section() -> None:
-    assert users(keychain_from_containerd_toml('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n', "x"),
-                 "reg.corp/a") == []
+    assert (
+        users(keychain_from_containerd_toml('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n', "x"), "reg.corp/a")
+        == []
+    )
     assert users(keychain_from_containerd_toml("", "x"), "reg.corp/a") == []
 
 

@@ -60,10 +60,23 @@ def run_controller(cluster: FakeCluster, tmp_path: Path) -> Iterator[Callable[..
 
     def run(*args: str) -> Running:
         kubeconfig = cluster.api.write_kubeconfig(tmp_path / f"kubeconfig-{len(started)}", token=TOKEN)
-        ns = build_parser().parse_args([
-            "controller", "--kubeconfig", str(kubeconfig), "--metrics-addr", "127.0.0.1:0",
-            "--leader-election-namespace", "noe", "--insecure-registries", "127.0.0.1:*",
-            "--negative-cache-ttl", "0", *FAST, *args])
+        ns = build_parser().parse_args(
+            [
+                "controller",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--leader-election-namespace",
+                "noe",
+                "--insecure-registries",
+                "127.0.0.1:*",
+                "--negative-cache-ttl",
+                "0",
+                *FAST,
+                *args,
+            ]
+        )
         config = ControllerConfig.from_args(ns)
         running = start(config, discover(config.kubeconfig))
         started.append(running)
@@ -74,9 +87,17 @@ def run_controller(cluster: FakeCluster, tmp_path: Path) -> Iterator[Callable[..
         running.stop()
 
 
-def a_pod(name: str, images: list[str], *, namespace: str = "apps", node: str | None = "n-arm64",
-          owner: tuple[str, str] | None = ("ReplicaSet", "web-5d8f"), is_ready: bool = False,
-          labels: dict[str, str] | None = None, statuses: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def a_pod(
+    name: str,
+    images: list[str],
+    *,
+    namespace: str = "apps",
+    node: str | None = "n-arm64",
+    owner: tuple[str, str] | None = ("ReplicaSet", "web-5d8f"),
+    is_ready: bool = False,
+    labels: dict[str, str] | None = None,
+    statuses: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {"app": name}}
     if owner is not None:
         meta["ownerReferences"] = owned_by(*owner)
@@ -160,8 +181,10 @@ def test_a_budget_429_is_retried_and_nothing_is_deleted(
     cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
 ) -> None:
     budget = cluster.add_budget("apps", {"app": "db"}, disruptions_allowed=0)
-    cluster.add("pods", a_pod("db-0", [pushed_images["oci-single-amd64"].reference], labels={"app": "db"},
-                              owner=("StatefulSet", "db")))
+    cluster.add(
+        "pods",
+        a_pod("db-0", [pushed_images["oci-single-amd64"].reference], labels={"app": "db"}, owner=("StatefulSet", "db")),
+    )
     run_controller()
     evictions = lambda: [w for w in cluster.writes() if w[1].endswith("/eviction")]  # noqa: E731
     assert cluster.wait(lambda: len(evictions()) >= 2, 15), "the refused eviction was not retried"
@@ -176,25 +199,61 @@ def test_a_budget_429_is_retried_and_nothing_is_deleted(
 # ----------------------------------------------------------------------------- exec format error
 
 
-def _status(name: str, image: str, *, state: dict[str, Any], last: dict[str, Any] | None = None,
-            restarts: int = 3) -> dict[str, Any]:
-    return {"name": name, "image": image, "imageID": f"{image}@sha256:{'ab' * 32}", "restartCount": restarts,
-            "ready": False, "state": state, "lastState": last or {}}
+def _status(
+    name: str, image: str, *, state: dict[str, Any], last: dict[str, Any] | None = None, restarts: int = 3
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": image,
+        "imageID": f"{image}@sha256:{'ab' * 32}",
+        "restartCount": restarts,
+        "ready": False,
+        "state": state,
+        "lastState": last or {},
+    }
 
 
 def test_exec_format_error_in_a_status_message_and_in_a_previous_log(
     cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
 ) -> None:
     multi = pushed_images["docker-manifest-list"].reference  # offers arm64: not misplaced by its metadata
-    in_status = a_pod("status-pod", [multi], statuses=[_status(
-        "c0", multi, state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
-        last={"terminated": {"reason": "Error", "exitCode": 1,
-                             "message": "exec /usr/bin/app: exec format error"}})])
-    in_log = a_pod("log-pod", [multi], owner=("ReplicaSet", "logs-1"), statuses=[_status(
-        "c0", multi, state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting"}},
-        last={"terminated": {"reason": "Error", "exitCode": 1}})])
-    healthy_crash = a_pod("other-crash", [multi], owner=None, statuses=[_status(
-        "c0", multi, state={"waiting": {"reason": "CrashLoopBackOff"}}, last={"terminated": {"exitCode": 2}})])
+    in_status = a_pod(
+        "status-pod",
+        [multi],
+        statuses=[
+            _status(
+                "c0",
+                multi,
+                state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                last={
+                    "terminated": {"reason": "Error", "exitCode": 1, "message": "exec /usr/bin/app: exec format error"}
+                },
+            )
+        ],
+    )
+    in_log = a_pod(
+        "log-pod",
+        [multi],
+        owner=("ReplicaSet", "logs-1"),
+        statuses=[
+            _status(
+                "c0",
+                multi,
+                state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting"}},
+                last={"terminated": {"reason": "Error", "exitCode": 1}},
+            )
+        ],
+    )
+    healthy_crash = a_pod(
+        "other-crash",
+        [multi],
+        owner=None,
+        statuses=[
+            _status(
+                "c0", multi, state={"waiting": {"reason": "CrashLoopBackOff"}}, last={"terminated": {"exitCode": 2}}
+            )
+        ],
+    )
     cluster.add("pods", in_status)
     cluster.add("pods", in_log)
     cluster.add("pods", healthy_crash)
@@ -225,8 +284,9 @@ def test_after_410_gone_it_relists_and_acts_on_a_pod_created_afterwards(
 ) -> None:
     running = run_controller()
     settle(cluster, running, 0.5)
-    lists_before = sum(1 for r in cluster.api.requests_snapshot()
-                       if r.path.startswith("/api/v1/pods?") and "watch=1" not in r.path)
+    lists_before = sum(
+        1 for r in cluster.api.requests_snapshot() if r.path.startswith("/api/v1/pods?") and "watch=1" not in r.path
+    )
     amd64_only = pushed_images["oci-single-amd64"].reference
     with cluster.watches_held():  # the controller misses this pod, and the history it was in is compacted
         cluster.add("pods", a_pod("missed-1", [amd64_only]))
@@ -235,8 +295,9 @@ def test_after_410_gone_it_relists_and_acts_on_a_pod_created_afterwards(
     cluster.add("pods", a_pod("late-1", [amd64_only], owner=("ReplicaSet", "late")))
     assert cluster.wait(lambda: len(cluster.state.evicted) == 2, 15)
     assert cluster.state.evicted == [("apps", "missed-1"), ("apps", "late-1")]
-    lists_after = sum(1 for r in cluster.api.requests_snapshot()
-                      if r.path.startswith("/api/v1/pods?") and "watch=1" not in r.path)
+    lists_after = sum(
+        1 for r in cluster.api.requests_snapshot() if r.path.startswith("/api/v1/pods?") and "watch=1" not in r.path
+    )
     assert lists_after > lists_before
     metrics = requests.get(f"http://127.0.0.1:{running.health.port}/metrics", timeout=5).text
     assert 'noe_controller_watch_restarts_total{reason="gone",resource="pods"} 1.0' in metrics
@@ -253,8 +314,11 @@ def test_list_is_paginated_and_an_unchanged_cluster_costs_nothing_but_the_watch(
     assert requests.get(health + "/livez", timeout=5).status_code == 200
     settle(cluster, running)
     assert requests.get(health + "/readyz", timeout=5).status_code == 200
-    pages = [r.path for r in cluster.api.requests_snapshot() if r.path.startswith("/api/v1/pods?")
-             and "watch=1" not in r.path]
+    pages = [
+        r.path
+        for r in cluster.api.requests_snapshot()
+        if r.path.startswith("/api/v1/pods?") and "watch=1" not in r.path
+    ]
     assert len(pages) == 3 and all("limit=500" in p for p in pages) and sum("continue=" in p for p in pages) == 2
     assert running.controller.pods.__len__() == 1200
     mark = len(cluster.api.requests_snapshot())
@@ -285,10 +349,20 @@ def test_dry_run_writes_events_and_nothing_else(
 
 # ----------------------------------------------------------------------------- gated pods
 
-GRID = [node(f"n-{arch}-{zone}", arch, labels={"topology.kubernetes.io/zone": zone})
-        for arch in ("amd64", "arm64", "ppc64le", "s390x") for zone in ("a", "b")]
-ZONE_A = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]}}}
+GRID = [
+    node(f"n-{arch}-{zone}", arch, labels={"topology.kubernetes.io/zone": zone})
+    for arch in ("amd64", "arm64", "ppc64le", "s390x")
+    for zone in ("a", "b")
+]
+ZONE_A = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}
+            ]
+        }
+    }
+}
 
 
 def allowed_nodes(obj: dict[str, Any]) -> set[str]:
@@ -303,8 +377,12 @@ def gated_pod(name: str, images: list[str], **kw: Any) -> dict[str, Any]:
 
 
 def test_serve_gates_when_the_registry_hangs_and_the_controller_places_the_pod_as_the_webhook_would(  # noqa: PLR0917
-    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage],
-    registry: RegistryServer, kube_ca: CA, tmp_path: Path,
+    cluster: FakeCluster,
+    run_controller: Callable[..., Running],
+    pushed_images: dict[str, PushedImage],
+    registry: RegistryServer,
+    kube_ca: CA,
+    tmp_path: Path,
 ) -> None:
     serving = kube_ca.issue(["127.0.0.1", "localhost"], name="gate-serving")
     certs = tmp_path / "certs"
@@ -313,12 +391,32 @@ def test_serve_gates_when_the_registry_hangs_and_the_controller_places_the_pod_a
     (certs / "tls.key").write_bytes(serving.key_file.read_bytes())
     kubeconfig = cluster.api.write_kubeconfig(tmp_path / "serve-kubeconfig", token=TOKEN)
     with start_relay(registry.host) as relay:
-        images = [f"{relay.host}/{pushed_images[shape].repository}:v1"
-                  for shape in ("docker-manifest-list", "oci-index-attestations")]
-        noe = start_noe(tmp_path, [
-            "--cert-dir", str(certs), "--kubeconfig", str(kubeconfig), "--on-lookup-failure", "gate",
-            "--admission-deadline", "1.5", "--insecure-registries", "127.0.0.1:*", "--negative-cache-ttl", "0",
-            "--workers", "1", "--state-dir", str(tmp_path / "state")], kube_ca.ca_file)
+        images = [
+            f"{relay.host}/{pushed_images[shape].repository}:v1"
+            for shape in ("docker-manifest-list", "oci-index-attestations")
+        ]
+        noe = start_noe(
+            tmp_path,
+            [
+                "--cert-dir",
+                str(certs),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--on-lookup-failure",
+                "gate",
+                "--admission-deadline",
+                "1.5",
+                "--insecure-registries",
+                "127.0.0.1:*",
+                "--negative-cache-ttl",
+                "0",
+                "--workers",
+                "1",
+                "--state-dir",
+                str(tmp_path / "state"),
+            ],
+            kube_ca.ca_file,
+        )
         try:
             obj = pod(images, name="gated-web", namespace="apps", affinity=ZONE_A)
             review = admission_review(obj, uid=str(uuid.uuid4()))
@@ -335,8 +433,10 @@ def test_serve_gates_when_the_registry_hangs_and_the_controller_places_the_pod_a
             still = cluster.get("pods", "apps", "gated-web")
             assert still is not None and still["spec"].get("schedulingGates") == [{"name": SCHEDULING_GATE}]
             relay.open()
-            placed = cluster.wait(lambda: (p := cluster.get("pods", "apps", "gated-web")) and
-                                  not p["spec"].get("schedulingGates") and p, 30)
+            placed = cluster.wait(
+                lambda: (p := cluster.get("pods", "apps", "gated-web")) and not p["spec"].get("schedulingGates") and p,
+                30,
+            )
             assert placed, "the controller did not finish the gated pod once the registry answered"
             # the webhook's synchronous answer for the same pod, now that the registry answers
             review2 = admission_review(obj, uid=str(uuid.uuid4()))
@@ -352,7 +452,10 @@ def test_serve_gates_when_the_registry_hangs_and_the_controller_places_the_pod_a
     assert len(placed_events) == 1 and placed_events[0]["type"] == "Normal"
     patches = [r.body for r in cluster.api.requests_snapshot() if r.method == "PATCH"]
     assert len(patches) == 1 and patches[0][0] == {
-        "op": "test", "path": "/metadata/resourceVersion", "value": created["metadata"]["resourceVersion"]}
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": created["metadata"]["resourceVersion"],
+    }
     assert patches[0][-1] == {"op": "remove", "path": "/spec/schedulingGates"}
     assert running.controller.examined >= 1
 
@@ -381,7 +484,9 @@ def test_a_pod_that_changed_is_read_again_and_no_common_architecture_keeps_the_g
 
 
 def test_lookups_failing_past_the_gate_timeout_release_the_pod_without_placement(
-    cluster: FakeCluster, run_controller: Callable[..., Running], registry: RegistryServer,
+    cluster: FakeCluster,
+    run_controller: Callable[..., Running],
+    registry: RegistryServer,
     pushed_images: dict[str, PushedImage],
 ) -> None:
     with start_relay(registry.host) as relay:
@@ -408,10 +513,31 @@ def spawn(cluster: FakeCluster, tmp_path: Path, token: str) -> subprocess.Popen[
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
     with (tmp_path / f"{token}.log").open("wb") as out:  # the child keeps its own descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "noe_web", "controller", "--kubeconfig", str(kubeconfig), "--metrics-addr", "",
-             "--leader-election-namespace", "noe", "--insecure-registries", "127.0.0.1:*",
-             "--lease-duration", f"{LEASE:g}s", "--renew-deadline", "1.5s", "--retry-period", f"{RETRY:g}s"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+            [
+                sys.executable,
+                "-m",
+                "noe_web",
+                "controller",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--metrics-addr",
+                "",
+                "--leader-election-namespace",
+                "noe",
+                "--insecure-registries",
+                "127.0.0.1:*",
+                "--lease-duration",
+                f"{LEASE:g}s",
+                "--renew-deadline",
+                "1.5s",
+                "--retry-period",
+                f"{RETRY:g}s",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+        )
 
 
 def holder(cluster: FakeCluster) -> str:
@@ -420,8 +546,11 @@ def holder(cluster: FakeCluster) -> str:
 
 
 def writes_by(cluster: FakeCluster, token: str) -> list[tuple[str, str]]:
-    return [(r.method, r.path) for r in cluster.api.requests_snapshot()
-            if r.auth == f"token:{token}" and r.method != "GET" and "/leases" not in r.path]
+    return [
+        (r.method, r.path)
+        for r in cluster.api.requests_snapshot()
+        if r.auth == f"token:{token}" and r.method != "GET" and "/leases" not in r.path
+    ]
 
 
 def test_two_controllers_only_the_leader_writes_and_the_other_takes_over_after_a_crash(
@@ -478,11 +607,15 @@ def test_a_leader_that_cannot_renew_stops_acting_within_the_renew_deadline(
 
 
 def test_the_controller_and_its_api_client_import_without_flask_and_noe_core_without_either() -> None:
-    code = ("import sys, noe_web.kube, noe_web.controller.command, noe_web.controller.reconciler; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'flask', 'gunicorn', 'werkzeug'}))")
+    code = (
+        "import sys, noe_web.kube, noe_web.controller.command, noe_web.controller.reconciler; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'flask', 'gunicorn', 'werkzeug'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
-    code = ("import sys, noe_core, noe_core.gate, noe_core.compatibility, noe_core.admission; "
-            "print(sorted(m for m in sys.modules if m.startswith('noe_web')))")
+    code = (
+        "import sys, noe_core, noe_core.gate, noe_core.compatibility, noe_core.admission; "
+        "print(sorted(m for m in sys.modules if m.startswith('noe_web')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"

@@ -26,7 +26,7 @@ from noe_core.reference import Reference, parse_reference
 SECRET = "plugin-Pa55word-0123456789abcdefXYZ"
 
 # The plugin: records each request, then behaves as its MODE variable says.
-PLUGIN = r'''#!/usr/bin/env python3
+PLUGIN = r"""#!/usr/bin/env python3
 import json, os, subprocess, sys, time
 state = os.environ["STATE_DIR"]
 request = sys.stdin.read()
@@ -59,7 +59,7 @@ response = {
 if "DURATION" in os.environ:
     response["cacheDuration"] = os.environ["DURATION"]
 print(json.dumps(response))
-'''
+"""
 
 
 class Plugin:

@@ -42,16 +42,23 @@ KUBE_VERSIONS = tuple(f"1.{minor}" for minor in range(28, _NEWEST_MINOR + 1))
 CRD_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/", "argoproj.io/")
 
 EVERYTHING: dict[str, Any] = {
-    "image": {"registry": "registry.corp", "repository": "platform/noe", "tag": "0.1.0-rc1",
-              "digest": "sha256:" + "ab" * 32, "pullPolicy": "Always"},
+    "image": {
+        "registry": "registry.corp",
+        "repository": "platform/noe",
+        "tag": "0.1.0-rc1",
+        "digest": "sha256:" + "ab" * 32,
+        "pullPolicy": "Always",
+    },
     "imagePullSecrets": [{"name": "corp-pull"}],
     "preferredArch": "arm64",
     "schedulableArchitectures": ["amd64", "arm64"],
     "systemOS": "linux",
     "matchNodeLabels": ["accelerator.node.kubernetes.io/gpu", "team"],
     "strictNamespaces": ["payments", "platform"],
-    "archTolerations": ["arm64=arch=arm64:NoSchedule",
-                        {"arch": "amd64", "key": "arch", "value": "amd64", "effect": "PreferNoSchedule"}],
+    "archTolerations": [
+        "arm64=arch=arm64:NoSchedule",
+        {"arch": "amd64", "key": "arch", "value": "amd64", "effect": "PreferNoSchedule"},
+    ],
     "preferenceMode": "required",
     "preferredArchWeight": 50,
     "imagePlatforms": {"registry.corp/legacy/*": ["linux/amd64"], "registry.corp/broken:1": {"error": "gone"}},
@@ -60,10 +67,16 @@ EVERYTHING: dict[str, Any] = {
     "insecureRegistries": ["registry.lab:5000"],
     "registryCA": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
     "nodeCredentials": {"enabled": True},
-    "kubeletConfig": {"binDir": "/etc/eks/image-credential-provider",
-                      "configDir": "/etc/eks/image-credential-provider", "config": "config.json"},
-    "dockerConfigPathCandidates": ["/var/lib/kubelet/config.json", "/.docker/config.json",
-                                   "/var/lib/kubelet/.dockercfg"],
+    "kubeletConfig": {
+        "binDir": "/etc/eks/image-credential-provider",
+        "configDir": "/etc/eks/image-credential-provider",
+        "config": "config.json",
+    },
+    "dockerConfigPathCandidates": [
+        "/var/lib/kubelet/config.json",
+        "/.docker/config.json",
+        "/var/lib/kubelet/.dockercfg",
+    ],
     "containerdConfigPathCandidates": ["/etc/containerd", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"],
     "cacheTTL": 300,
     "negativeCacheTTL": 30,
@@ -84,9 +97,21 @@ EVERYTHING: dict[str, Any] = {
     "tolerations": [{"key": "arch", "operator": "Exists", "effect": "NoSchedule"}],
     "serviceMonitor": {"enabled": True, "interval": "15s", "labels": {"release": "prom"}},
     "clusterDomain": "corp.local",
-    **{key: {"labels": {"some": "label"}, "annotations": {"some": "annotation"}}
-       for key in ("pod", "deployment", "serviceaccount", "clusterrole", "clusterrolebinding",
-                   "mutatingwebhookconfiguration", "issuer", "certificate", "poddisruptionbudget", "configmap")},
+    **{
+        key: {"labels": {"some": "label"}, "annotations": {"some": "annotation"}}
+        for key in (
+            "pod",
+            "deployment",
+            "serviceaccount",
+            "clusterrole",
+            "clusterrolebinding",
+            "mutatingwebhookconfiguration",
+            "issuer",
+            "certificate",
+            "poddisruptionbudget",
+            "configmap",
+        )
+    },
 }
 
 # The documented combinations.
@@ -130,20 +155,70 @@ VALUE_FLAGS = {
 }
 # values keys that shape Kubernetes objects rather than `noe serve`'s flags.
 NOT_FLAGS = {
-    "global", "nameOverride", "fullnameOverride", "image", "imagePullSecrets", "extraArgs", "extraEnv",
-    "failurePolicy", "timeoutSeconds", "reinvocationPolicy", "optOutLabel", "excludedNamespaces", "replicas",
-    "ha", "resources", "podSecurityContext", "securityContext", "nodeSelector", "tolerations", "affinity",
-    "priorityClassName", "service", "metrics", "serviceMonitor", "clusterDomain", "certManager", "certs",
-    "pod", "deployment", "serviceaccount", "clusterrole", "clusterrolebinding", "role", "rolebinding",
-    "mutatingwebhookconfiguration", "issuer", "certificate", "poddisruptionbudget", "certsjob", "configmap",
-    "nodeCredentials", "podDisruptionBudget", "topologySpread", "hostNetwork", "dnsPolicy", "extraVolumes",
-    "extraVolumeMounts", "serviceAccount", "podMonitor", "prometheusRule", "grafanaDashboard", "networkPolicy", "test",
-    "namespaceSelector", "objectSelector", "matchConditions", "preStopSleepSeconds", "terminationGracePeriodSeconds",
+    "global",
+    "nameOverride",
+    "fullnameOverride",
+    "image",
+    "imagePullSecrets",
+    "extraArgs",
+    "extraEnv",
+    "failurePolicy",
+    "timeoutSeconds",
+    "reinvocationPolicy",
+    "optOutLabel",
+    "excludedNamespaces",
+    "replicas",
+    "ha",
+    "resources",
+    "podSecurityContext",
+    "securityContext",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "priorityClassName",
+    "service",
+    "metrics",
+    "serviceMonitor",
+    "clusterDomain",
+    "certManager",
+    "certs",
+    "pod",
+    "deployment",
+    "serviceaccount",
+    "clusterrole",
+    "clusterrolebinding",
+    "role",
+    "rolebinding",
+    "mutatingwebhookconfiguration",
+    "issuer",
+    "certificate",
+    "poddisruptionbudget",
+    "certsjob",
+    "configmap",
+    "nodeCredentials",
+    "podDisruptionBudget",
+    "topologySpread",
+    "hostNetwork",
+    "dnsPolicy",
+    "extraVolumes",
+    "extraVolumeMounts",
+    "serviceAccount",
+    "podMonitor",
+    "prometheusRule",
+    "grafanaDashboard",
+    "networkPolicy",
+    "test",
+    "namespaceSelector",
+    "objectSelector",
+    "matchConditions",
+    "preStopSleepSeconds",
+    "terminationGracePeriodSeconds",
     "controller",  # the controller's own Deployment (tests/test_deploy_controller.py)
 }
 
 
 # --- rendering -------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session", autouse=True)
 def helm_available() -> Path:
@@ -207,6 +282,7 @@ def pod_specs(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
 
 # --- helm lint / template and schemas ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(COMBINATIONS))
 def test_helm_lint_strict(name: str, tmp_path: Path) -> None:
     values = _values_file(COMBINATIONS[name], tmp_path, name)
@@ -225,8 +301,9 @@ def validate(doc: dict[str, Any], version: str) -> None:
         kubernetes_validate.validate(doc, version, strict=True)
     except kubernetes_validate.ValidationError as exc:
         where = "/".join(str(p) for p in exc.path)
-        pytest.fail(f"{doc['kind']}/{doc['metadata'].get('name')} invalid for Kubernetes {version} at {where}: "
-                    f"{exc.message}")
+        pytest.fail(
+            f"{doc['kind']}/{doc['metadata'].get('name')} invalid for Kubernetes {version} at {where}: {exc.message}"
+        )
 
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)
@@ -270,8 +347,13 @@ def test_admission_review_examples_carry_a_valid_pod(name: str, version: str) ->
 
 
 def test_plain_manifests_are_up_to_date() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "deploy" / "render.py"), "--check"],
-                          capture_output=True, text=True, check=False, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "deploy" / "render.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -284,6 +366,7 @@ def test_plain_manifests_start_with_their_namespace() -> None:
 
 
 # --- consistency with the code -----------------------------------------------------------------
+
 
 def _serve_parser() -> Any:
     from noe_web.cli import build_parser  # the real `noe` parser, as the image runs it
@@ -344,14 +427,22 @@ def test_everything_values_become_these_arguments() -> None:
     assert flag_values(args, "--docker-config") == EVERYTHING["dockerConfigPathCandidates"]
     # A directory (the Go chart's form) means the config.toml in it: noe reads files only.
     assert flag_values(args, "--containerd-config") == [
-        "/etc/containerd/config.toml", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"]
+        "/etc/containerd/config.toml",
+        "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+    ]
     assert flag_values(args, "--image-credential-provider-config") == ["/etc/eks/image-credential-provider/config.json"]
     assert flag_values(args, "--image-credential-provider-bin-dir") == ["/etc/eks/image-credential-provider"]
     assert "--verify-platform-manifests" in args
     # Files named by flags are mounted where the flags point.
     mounts = {m["mountPath"] for m in container(render("everything"))["volumeMounts"]}
-    for flag in ("--image-platforms", "--registry-ca-file", "--docker-config", "--containerd-config",
-                 "--image-credential-provider-config", "--image-credential-provider-bin-dir"):
+    for flag in (
+        "--image-platforms",
+        "--registry-ca-file",
+        "--docker-config",
+        "--containerd-config",
+        "--image-credential-provider-config",
+        "--image-credential-provider-bin-dir",
+    ):
         for value in flag_values(args, flag):
             assert any(value == m or value.startswith(m.rstrip("/") + "/") for m in mounts), (flag, value)
 
@@ -394,7 +485,8 @@ def test_webhook_reaches_the_service_port_and_path_noe_serves(name: str) -> None
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     metrics = flag_values(args, "--metrics-addr")
     assert metrics and int(metrics[0].rsplit(":", 1)[1]) == next(
-        p["containerPort"] for p in c["ports"] if p["name"] == "metrics")
+        p["containerPort"] for p in c["ports"] if p["name"] == "metrics"
+    )
 
 
 def _calls_of(module: Path, class_names: set[str] | None = None) -> set[tuple[str, str]]:
@@ -406,8 +498,11 @@ def _calls_of(module: Path, class_names: set[str] | None = None) -> set[tuple[st
     verbs = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
     tree = ast.parse(module.read_text())
     module_consts = {
-        t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-        for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value.value, str)
+        t.id: n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+        for t in n.targets
+        if isinstance(t, ast.Name) and isinstance(n.value.value, str)
     }
     found: set[tuple[str, str]] = set()
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
@@ -425,13 +520,16 @@ def _calls_of(module: Path, class_names: set[str] | None = None) -> set[tuple[st
                         methods.add(node.value)
                 elif isinstance(node, ast.Name) and node.id in module_consts:
                     texts.append(module_consts[node.id])
-                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
-                        and node.value.attr == "_session" and node.attr in ("get", "post", "put", "patch", "delete"):
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "_session"
+                    and node.attr in ("get", "post", "put", "patch", "delete")
+                ):
                     methods.add(node.attr.upper())
                 elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
                     helpers.add(node.attr)
-            resources = {m.group(1) for t in texts
-                         for m in re.finditer(r"/(secrets|events|[a-z]+configurations)\b", t)}
+            resources = {m.group(1) for t in texts for m in re.finditer(r"/(secrets|events|[a-z]+configurations)\b", t)}
             per_fn[fn.name] = (methods, resources, helpers)
         for methods, resources, helpers in per_fn.values():
             if not resources:
@@ -461,23 +559,37 @@ def test_webhook_rbac_is_exactly_the_api_calls_of_kube_py() -> None:
         assert rule["apiGroups"] == [""]
         assert not {"list", "watch", "*"} & set(rule["verbs"])
     # (the `helm test` hook's own Role lets its dry-run pod be created: tests/test_chart_ops.py)
-    assert [d["kind"] for d in docs if d["kind"] in ("Role", "ClusterRole")
-            and d["metadata"]["labels"]["app.kubernetes.io/component"] != "test"] == ["ClusterRole"]
+    assert [
+        d["kind"]
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole") and d["metadata"]["labels"]["app.kubernetes.io/component"] != "test"
+    ] == ["ClusterRole"]
     binding = one(docs, "ClusterRoleBinding")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": deployment(docs)["spec"]["template"]["spec"][
-        "serviceAccountName"], "namespace": NAMESPACE}]
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": deployment(docs)["spec"]["template"]["spec"]["serviceAccountName"],
+            "namespace": NAMESPACE,
+        }
+    ]
 
 
 def test_certs_rbac_is_exactly_the_api_calls_of_certs_py() -> None:
     used = _calls_of(ROOT / "noe_web" / "certs.py", {"CertsApi"})
-    assert used == {("get", "secrets"), ("create", "secrets"), ("update", "secrets"),
-                    ("get", "mutatingwebhookconfigurations"), ("patch", "mutatingwebhookconfigurations")}
+    assert used == {
+        ("get", "secrets"),
+        ("create", "secrets"),
+        ("update", "secrets"),
+        ("get", "mutatingwebhookconfigurations"),
+        ("patch", "mutatingwebhookconfigurations"),
+    }
     docs = render("no-cert-manager")
     certs_role = next(r for r in find(docs, "Role") if r["metadata"]["name"].endswith("-certs"))
     certs_cluster = next(r for r in find(docs, "ClusterRole") if r["metadata"]["name"].endswith("-certs"))
     assert _rules(certs_role) | _rules(certs_cluster) == used
-    secret_name = next(v["secret"]["secretName"] for v in deployment(docs)["spec"]["template"]["spec"]["volumes"]
-                       if "secret" in v)
+    secret_name = next(
+        v["secret"]["secretName"] for v in deployment(docs)["spec"]["template"]["spec"]["volumes"] if "secret" in v
+    )
     for rule in certs_role["rules"]:
         if rule["verbs"] != ["create"]:  # create cannot name its object
             assert rule["resourceNames"] == [secret_name]
@@ -486,6 +598,7 @@ def test_certs_rbac_is_exactly_the_api_calls_of_certs_py() -> None:
 
 
 # --- the webhook configuration, security, HA, certificates ----------------------------------------
+
 
 def test_webhook_configuration_defaults() -> None:
     docs = render("default")
@@ -549,8 +662,15 @@ def test_host_credential_directories_not_files() -> None:
     docs = render("everything")
     volumes = deployment(docs)["spec"]["template"]["spec"]["volumes"]
     host = sorted(v["hostPath"]["path"] for v in volumes if "hostPath" in v)
-    assert host == sorted({"/var/lib/kubelet", "/.docker", "/etc/containerd",
-                           "/var/lib/rancher/k3s/agent/etc/containerd", "/etc/eks/image-credential-provider"})
+    assert host == sorted(
+        {
+            "/var/lib/kubelet",
+            "/.docker",
+            "/etc/containerd",
+            "/var/lib/rancher/k3s/agent/etc/containerd",
+            "/etc/eks/image-credential-provider",
+        }
+    )
 
 
 def test_image_is_pinned_never_latest() -> None:
@@ -564,12 +684,15 @@ def test_image_is_pinned_never_latest() -> None:
         assert ":latest" not in path.read_text()
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    (["--set", "preferredArch=s390x", "--set", "schedulableArchitectures={amd64,arm64}"], "preferredArch"),
-    (["--set", "admissionDeadline=10"], "admissionDeadline"),
-    (["--set", "kubeletConfig.binDir=/bin"], "kubeletConfig"),
-    (["--set", "preferenceMode=hard"], "preferenceMode"),
-])
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (["--set", "preferredArch=s390x", "--set", "schedulableArchitectures={amd64,arm64}"], "preferredArch"),
+        (["--set", "admissionDeadline=10"], "admissionDeadline"),
+        (["--set", "kubeletConfig.binDir=/bin"], "kubeletConfig"),
+        (["--set", "preferenceMode=hard"], "preferenceMode"),
+    ],
+)
 def test_invalid_values_are_refused(settings: list[str], message: str) -> None:
     proc = run_helm(["template", RELEASE, str(CHART), *settings], check=False)
     assert proc.returncode != 0
@@ -637,15 +760,29 @@ def test_without_cert_manager_a_hook_job_runs_noe_certs() -> None:
 def test_standard_labels(name: str) -> None:
     for doc in render(name):
         labels = doc["metadata"]["labels"]
-        for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
-                    "app.kubernetes.io/managed-by", "helm.sh/chart"):
+        for key in (
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/version",
+            "app.kubernetes.io/managed-by",
+            "helm.sh/chart",
+        ):
             assert key in labels, (doc["kind"], key)
 
 
 def test_per_object_labels_and_annotations() -> None:
     docs = render("everything")
-    for kind in ("Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
-                 "Issuer", "Certificate", "PodDisruptionBudget", "ConfigMap"):
+    for kind in (
+        "Deployment",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "Issuer",
+        "Certificate",
+        "PodDisruptionBudget",
+        "ConfigMap",
+    ):
         for doc in find(docs, kind):
             assert doc["metadata"]["labels"]["some"] == "label", kind
             assert doc["metadata"]["annotations"]["some"] == "annotation", kind
@@ -665,6 +802,7 @@ def test_image_platforms_configmap_is_the_platforms_file_format(tmp_path: Path) 
 
 
 # --- container image ---------------------------------------------------------------------------
+
 
 def _dockerfile() -> list[tuple[str, str]]:
     text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
@@ -705,8 +843,9 @@ def test_dockerfile_essentials() -> None:
     assert [rest for word, rest in steps if word == "ENTRYPOINT"] == ['["noe"]']
     # Built from a clean checkout: every COPY source is tracked in git, nothing vendored.
     copies = [rest for word, rest in steps if word == "COPY" and "--from" not in rest]
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                                 check=True).stdout.split())
+    tracked = set(
+        subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    )
     for copy in copies:
         for source in shlex.split(copy)[:-1]:
             src = source.rstrip("/")
@@ -716,8 +855,9 @@ def test_dockerfile_essentials() -> None:
 
 
 def test_dockerignore_keeps_what_the_build_copies() -> None:
-    ignored = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
-               if ln.strip() and not ln.startswith("#")]
+    ignored = [
+        ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines() if ln.strip() and not ln.startswith("#")
+    ]
     for needed in ("setup.cfg", "pyproject.toml", "noe_core", "noe_web", "README.md"):
         assert needed not in ignored or f"!{needed}" in ignored, needed
     assert ".git" in ignored and "tests" in ignored
@@ -737,8 +877,14 @@ def test_package_builds_from_only_what_the_dockerfile_copies(tmp_path: Path) -> 
         "import sys; from setuptools import build_meta as b; "
         "print(b.build_sdist(sys.argv[1])); print(b.get_requires_for_build_wheel())"
     )
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "dist")], cwd=context,
-                          capture_output=True, text=True, check=False, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "dist")],
+        cwd=context,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     import tarfile
 
@@ -750,6 +896,7 @@ def test_package_builds_from_only_what_the_dockerfile_copies(tmp_path: Path) -> 
 
 
 # --- examples ------------------------------------------------------------------------------------
+
 
 def _example_images() -> set[str]:
     images: set[str] = set()
@@ -774,37 +921,74 @@ def test_platforms_file_covers_every_example_image() -> None:
         assert static.get(image) is not None, image
 
 
-@pytest.mark.parametrize(("example", "allowed"), [
-    ("pod.yaml", True), ("pod-arm64-only.yaml", True), ("pod-preferred-arch.yaml", True),
-    ("daemonset.yaml", True), ("pod-no-common-arch.yaml", False),
-])
+@pytest.mark.parametrize(
+    ("example", "allowed"),
+    [
+        ("pod.yaml", True),
+        ("pod-arm64-only.yaml", True),
+        ("pod-preferred-arch.yaml", True),
+        ("daemonset.yaml", True),
+        ("pod-no-common-arch.yaml", False),
+    ],
+)
 def test_examples_decide_as_documented(example: str, allowed: bool) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "noe_core.cli", "mutate", "-f", str(EXAMPLES / example),
-         "--platforms", str(EXAMPLES / "platforms.json"), "--explain"],
-        capture_output=True, text=True, check=False, timeout=60, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "noe_core.cli",
+            "mutate",
+            "-f",
+            str(EXAMPLES / example),
+            "--platforms",
+            str(EXAMPLES / "platforms.json"),
+            "--explain",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == (0 if allowed else 3), proc.stdout + proc.stderr
 
 
 def test_strict_namespace_example_is_denied_only_when_strict() -> None:
-    base = [sys.executable, "-m", "noe_core.cli", "mutate", "-f", str(EXAMPLES / "pod-strict-namespace.yaml"),
-            "--platforms", str(EXAMPLES / "platforms.json")]
+    base = [
+        sys.executable,
+        "-m",
+        "noe_core.cli",
+        "mutate",
+        "-f",
+        str(EXAMPLES / "pod-strict-namespace.yaml"),
+        "--platforms",
+        str(EXAMPLES / "platforms.json"),
+    ]
     lenient = subprocess.run(base, capture_output=True, text=True, check=False, timeout=60, cwd=ROOT)
-    strict = subprocess.run([*base, "--strict-namespaces", "payments"], capture_output=True, text=True,
-                            check=False, timeout=60, cwd=ROOT)
+    strict = subprocess.run(
+        [*base, "--strict-namespaces", "payments"], capture_output=True, text=True, check=False, timeout=60, cwd=ROOT
+    )
     assert lenient.returncode == 0, lenient.stderr
     assert strict.returncode == 3, strict.stdout + strict.stderr
 
 
 def test_ci_recipe_reports_every_workload_and_fails_on_a_denied_one() -> None:
     env = {**os.environ, "NOE": f"{sys.executable} -m noe_core.cli"}
-    proc = subprocess.run(["sh", str(EXAMPLES / "ci" / "where-will-it-land.sh"), "examples", "examples/platforms.json"],
-                          capture_output=True, text=True, check=False, timeout=120, cwd=ROOT, env=env)
+    proc = subprocess.run(
+        ["sh", str(EXAMPLES / "ci" / "where-will-it-land.sh"), "examples", "examples/platforms.json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     from tests.test_ci_recipe import script_kinds
 
-    workloads = sorted(p.name for p in EXAMPLES.glob("*.yaml")
-                       if any(d.get("kind") in script_kinds() for d in _yaml_docs(p)))
+    workloads = sorted(
+        p.name for p in EXAMPLES.glob("*.yaml") if any(d.get("kind") in script_kinds() for d in _yaml_docs(p))
+    )
     for name in workloads:
         assert f"=== examples/{name}" in proc.stdout
     assert "pod-no-common-arch.yaml: denied" in proc.stdout
@@ -812,6 +996,7 @@ def test_ci_recipe_reports_every_workload_and_fails_on_a_denied_one() -> None:
 
 
 # --- the chart's command line, run for real ------------------------------------------------------
+
 
 def _free_port() -> int:
     import socket
@@ -848,8 +1033,11 @@ def test_noe_serve_starts_with_the_charts_arguments(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOE_", "PROMETHEUS_", "KUBERNETES_"))}
     env.update({e["name"]: e["value"] for e in c["env"] if "value" in e})
     mapping = {"/etc/noe/tls": str(cert_dir), "/etc/noe/config": str(config_dir)}
-    for path, name in ((env["PROMETHEUS_MULTIPROC_DIR"], "metrics"), (env["HOME"], "home"),
-                       (flag_values(args, "--state-dir")[0], "state")):
+    for path, name in (
+        (env["PROMETHEUS_MULTIPROC_DIR"], "metrics"),
+        (env["HOME"], "home"),
+        (flag_values(args, "--state-dir")[0], "state"),
+    ):
         (tmp_path / name).mkdir()
         mapping[path] = str(tmp_path / name)
     env["PROMETHEUS_MULTIPROC_DIR"], env["HOME"] = mapping[env["PROMETHEUS_MULTIPROC_DIR"]], mapping[env["HOME"]]
@@ -864,12 +1052,13 @@ def test_noe_serve_starts_with_the_charts_arguments(tmp_path: Path) -> None:
             value = f"127.0.0.1:{metrics_port}"
         for inside, outside in sorted(mapping.items(), key=lambda item: -len(item[0])):
             if value == inside or value.startswith(inside + "/"):
-                value = outside + value[len(inside):]
+                value = outside + value[len(inside) :]
                 break
         mapped.append(f"{flag}={value}" if _ else arg)
     log = (tmp_path / "serve.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "noe_web", "serve", *mapped], stdout=log, stderr=log,
-                            cwd=tmp_path, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noe_web", "serve", *mapped], stdout=log, stderr=log, cwd=tmp_path, env=env
+    )
     try:
         session = requests.Session()
         session.trust_env = False

@@ -18,12 +18,29 @@ from tests.support.helm import run_helm
 from tests.test_deploy import CHART, EVERYTHING, KUBE_VERSIONS, NAMESPACE, RELEASE, find, flag_values, one, validate
 
 # The flags both processes must get alike (policy and registry), as the chart passes them.
-SHARED = ("--preferred-arch", "--cluster-schedulable-archs", "--system-os", "--match-node-labels",
-          "--strict-namespaces", "--arch-tolerations", "--preference-mode", "--preferred-arch-weight",
-          "--image-platforms", "--registry-proxies", "--private-registries", "--insecure-registries",
-          "--registry-ca-file", "--docker-config", "--containerd-config", "--image-credential-provider-config",
-          "--image-credential-provider-bin-dir", "--cache-ttl", "--negative-cache-ttl",
-          "--verify-platform-manifests", "--log-level")
+SHARED = (
+    "--preferred-arch",
+    "--cluster-schedulable-archs",
+    "--system-os",
+    "--match-node-labels",
+    "--strict-namespaces",
+    "--arch-tolerations",
+    "--preference-mode",
+    "--preferred-arch-weight",
+    "--image-platforms",
+    "--registry-proxies",
+    "--private-registries",
+    "--insecure-registries",
+    "--registry-ca-file",
+    "--docker-config",
+    "--containerd-config",
+    "--image-credential-provider-config",
+    "--image-credential-provider-bin-dir",
+    "--cache-ttl",
+    "--negative-cache-ttl",
+    "--verify-platform-manifests",
+    "--log-level",
+)
 
 
 def render(values: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
@@ -34,8 +51,9 @@ def render(values: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def pod_spec(docs: list[dict[str, Any]], component: str) -> dict[str, Any]:
-    deployments = [d for d in find(docs, "Deployment")
-                   if d["metadata"]["labels"]["app.kubernetes.io/component"] == component]
+    deployments = [
+        d for d in find(docs, "Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"] == component
+    ]
     assert len(deployments) == 1
     spec: dict[str, Any] = deployments[0]["spec"]["template"]["spec"]
     return spec
@@ -52,8 +70,11 @@ def test_disabled_by_default_and_the_webhook_allows_on_lookup_failure(tmp_path: 
 
 
 def test_enabled_controller_gets_the_webhooks_policy_and_registry_flags(tmp_path: Path) -> None:
-    values = {**EVERYTHING, "webhook": {"onLookupFailure": "gate"},
-              "controller": {"enabled": True, "replicas": 3, "dryRun": True, "gateTimeout": "10m"}}
+    values = {
+        **EVERYTHING,
+        "webhook": {"onLookupFailure": "gate"},
+        "controller": {"enabled": True, "replicas": 3, "dryRun": True, "gateTimeout": "10m"},
+    }
     docs = render(values, tmp_path)
     for doc in docs:
         validate(doc, KUBE_VERSIONS[-1])
@@ -78,8 +99,10 @@ def test_controller_arguments_are_accepted_by_noe_controller(tmp_path: Path) -> 
 
 def test_controller_rbac_is_what_the_issue_lists_and_never_deletes(tmp_path: Path) -> None:
     docs = render({"controller": {"enabled": True}}, tmp_path)
-    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"])
-             for r in one(docs, "ClusterRole", "noe-controller")["rules"]}
+    rules = {
+        (tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"])
+        for r in one(docs, "ClusterRole", "noe-controller")["rules"]
+    }
     assert rules == {
         (("",), ("pods",)): {"get", "list", "watch", "patch"},
         (("",), ("pods/eviction",)): {"create"},

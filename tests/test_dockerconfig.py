@@ -35,7 +35,7 @@ CONFIG = {
         "https://index.docker.io/v1/": {"auth": b64(f"hubuser:{SECRET}")},
         "reg.corp": {"username": "plain", "password": SECRET},
         "reg.corp/team": {"auth": b64(f"team:{SECRET}2"), "email": "x@y"},
-        "https://eu.gcr.io": {"auth": b64("_json_key:{\"a\": \"b:c\"}")},
+        "https://eu.gcr.io": {"auth": b64('_json_key:{"a": "b:c"}')},
         "myregistry.azurecr.io": {
             "auth": b64("00000000-0000-0000-0000-000000000000:"),
             "identitytoken": "refresh-" + SECRET,
@@ -121,8 +121,9 @@ def secret(secret_type: str, key: str, payload: object, name: str = "regcred") -
 
 
 def test_pull_secret_dockerconfigjson() -> None:
-    obj = secret("kubernetes.io/dockerconfigjson", ".dockerconfigjson",
-                 {"auths": {"reg.corp": {"auth": b64(f"robot:{SECRET}")}}})
+    obj = secret(
+        "kubernetes.io/dockerconfigjson", ".dockerconfigjson", {"auths": {"reg.corp": {"auth": b64(f"robot:{SECRET}")}}}
+    )
     keychain = keychain_from_pull_secret(obj)
     [credential] = keychain.resolve(parse_reference("reg.corp/app"))
     assert credential.username == "robot"

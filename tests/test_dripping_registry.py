@@ -37,12 +37,18 @@ CONFIG_PATH = f"/v2/app/blobs/{sha256_digest(CONFIG)}"
 
 def _manifest() -> bytes:
     config = CONFIG
-    return json.dumps({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                   "digest": sha256_digest(config), "size": len(config)},
-        "layers": [],
-    }).encode()
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": sha256_digest(config),
+                "size": len(config),
+            },
+            "layers": [],
+        }
+    ).encode()
 
 
 @pytest.fixture
@@ -61,8 +67,7 @@ def session() -> Iterator[requests.Session]:
 
 
 @pytest.mark.parametrize("path", ["/v2/app/manifests/v1", CONFIG_PATH])
-def test_dripping_answer_stops_at_the_deadline(dripping: ScriptedServer, session: requests.Session,
-                                                path: str) -> None:
+def test_dripping_answer_stops_at_the_deadline(dripping: ScriptedServer, session: requests.Session, path: str) -> None:
     """The manifest or the config blob drips (status line, headers and body): the deadline holds."""
     dripping.drip[path] = RATE
     with Resolver(session, settings=INSECURE) as resolver:
@@ -78,9 +83,21 @@ def test_noe_inspect_timeout_holds_against_a_dripping_registry(dripping: Scripte
     dripping.drip["/v2/app/manifests/v1"] = RATE
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "noe_core.cli.inspect", f"{dripping.host}/app:v1", "--timeout", "4",
-         "--insecure-registries", "127.0.0.1:*"],
-        check=False, capture_output=True, text=True, timeout=60, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "noe_core.cli.inspect",
+            f"{dripping.host}/app:v1",
+            "--timeout",
+            "4",
+            "--insecure-registries",
+            "127.0.0.1:*",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
     elapsed = time.monotonic() - start
     assert elapsed < 4 + 3, f"noe inspect --timeout 4 took {elapsed:.1f}s"

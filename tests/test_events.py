@@ -70,10 +70,13 @@ def test_built_event_shape() -> None:
 
 
 def test_controller_owner_only() -> None:
-    obj = pod(generateName="web-", ownerReferences=[
-        {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "1"},
-        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d4b9c", "uid": "2", "controller": True},
-    ])
+    obj = pod(
+        generateName="web-",
+        ownerReferences=[
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "1"},
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d4b9c", "uid": "2", "controller": True},
+        ],
+    )
     owner = controller_owner(obj, "team")
     assert owner == ObjectRef("apps/v1", "ReplicaSet", "team", "web-7d4b9c", "2")
     assert controller_owner(pod(name="x"), "team") is None
@@ -99,8 +102,9 @@ def test_full_queue_drops_and_counts() -> None:
     drops: list[str] = []
     recorder = EventRecorder(sink, maxsize=3, on_drop=drops.append)
     recorder.start()
-    accepted = [recorder.record(EventRequest(ObjectRef("v1", "Pod", "t", f"p{i}"), "Normal", "R", "m"))
-                for i in range(10)]
+    accepted = [
+        recorder.record(EventRequest(ObjectRef("v1", "Pod", "t", f"p{i}"), "Normal", "R", "m")) for i in range(10)
+    ]
     assert accepted.count(False) >= 6
     assert recorder.dropped == len(drops) == accepted.count(False)
     gate.set()

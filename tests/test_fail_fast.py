@@ -40,8 +40,11 @@ def test_connection_refused_fails_in_one_attempt() -> None:
         port = probe.getsockname()[1]
     # Nothing listens on the port now: every connection is refused.
     observer = CountingObserver()
-    with (make_session(SETTINGS) as session, Resolver(session, settings=SETTINGS, observer=observer) as resolver,
-          pytest.raises(RegistryError) as caught):
+    with (
+        make_session(SETTINGS) as session,
+        Resolver(session, settings=SETTINGS, observer=observer) as resolver,
+        pytest.raises(RegistryError) as caught,
+    ):
         resolver.resolve(f"127.0.0.1:{port}/app:v1", deadline=Deadline.after(5))
     assert "connection refused" in str(caught.value)
     assert not caught.value.temporary

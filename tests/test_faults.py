@@ -42,12 +42,18 @@ DEADLINE = 2.0
 SLACK = 0.8
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG = b'{"os":"linux","architecture":"arm64"}'
-MANIFEST = json.dumps({
-    "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-    "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-               "digest": sha256_digest(CONFIG), "size": len(CONFIG)},
-    "layers": [],
-}).encode()
+MANIFEST = json.dumps(
+    {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": sha256_digest(CONFIG),
+            "size": len(CONFIG),
+        },
+        "layers": [],
+    }
+).encode()
 MANIFEST_PATH = "/v2/app/manifests/v1"
 Answer = tuple[int, dict[str, str], bytes]
 
@@ -89,8 +95,11 @@ def make_stack(insecure: tuple[str, ...], healthy: list[str]) -> Iterator[Stack]
     settings = RegistrySettings(insecure_registries=insecure, max_retries=3)
     session = make_session(settings)
     service = AdmissionService(
-        policy=PolicySettings(), metrics=Metrics(), deadline_seconds=DEADLINE,
-        resolver=Resolver(session, settings=settings), pool_size=16,
+        policy=PolicySettings(),
+        metrics=Metrics(),
+        deadline_seconds=DEADLINE,
+        resolver=Resolver(session, settings=settings),
+        pool_size=16,
     )
     try:
         yield Stack(create_app(Services(service)), healthy)
@@ -100,8 +109,13 @@ def make_stack(insecure: tuple[str, ...], healthy: list[str]) -> Iterator[Stack]
 
 
 @pytest.fixture
-def stack(hostile: ScriptedServer, accomplice: ScriptedServer, hanging: str, registry: RegistryServer,
-          pushed_images: dict[str, PushedImage]) -> Iterator[Stack]:
+def stack(
+    hostile: ScriptedServer,
+    accomplice: ScriptedServer,
+    hanging: str,
+    registry: RegistryServer,
+    pushed_images: dict[str, PushedImage],
+) -> Iterator[Stack]:
     healthy = [pushed_images[name].reference for name in ("docker-single-arm64", "docker-manifest-list")]
     yield from make_stack((hostile.host, accomplice.host, hanging, registry.host), healthy)
 
@@ -126,39 +140,62 @@ FAULTS: dict[str, Callable[[ScriptedServer, ScriptedServer], None]] = {
     "5xx": lambda h, a: h.routes.update({MANIFEST_PATH: lambda _: (503, {}, b"overloaded")}),
     "429": lambda h, a: h.routes.update({MANIFEST_PATH: lambda _: (429, {"Retry-After": "1"}, b"")}),
     "huge-body": lambda h, a: h.routes.update(
-        {MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST}, b" " * (8 * 1024 * 1024))}),
+        {MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST}, b" " * (8 * 1024 * 1024))}
+    ),
     "gzip-bomb": lambda h, a: h.routes.update(
-        {MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST, "Content-Encoding": "gzip"}, GZIP_BOMB)}),
+        {MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST, "Content-Encoding": "gzip"}, GZIP_BOMB)}
+    ),
     "bad-json": lambda h, a: h.routes.update(
-        {MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST}, b'{"schemaVersion": 2, ')}),
-    "poisoned-digest": lambda h, a: h.routes.update({MANIFEST_PATH: lambda _: (
-        200, {"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": "sha256:" + "0" * 64}, MANIFEST)}),
-    "poisoned-config": lambda h, a: h.routes.update({
-        MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST}, MANIFEST),
-        f"/v2/app/blobs/{sha256_digest(CONFIG)}": lambda _: (200, {}, b'{"os":"linux","architecture":"amd64"}'),
-    }),
+        {MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST}, b'{"schemaVersion": 2, ')}
+    ),
+    "poisoned-digest": lambda h, a: h.routes.update(
+        {
+            MANIFEST_PATH: lambda _: (
+                200,
+                {"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": "sha256:" + "0" * 64},
+                MANIFEST,
+            )
+        }
+    ),
+    "poisoned-config": lambda h, a: h.routes.update(
+        {
+            MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST}, MANIFEST),
+            f"/v2/app/blobs/{sha256_digest(CONFIG)}": lambda _: (200, {}, b'{"os":"linux","architecture":"amd64"}'),
+        }
+    ),
     "redirect-loop": lambda h, a: h.routes.update(
-        {MANIFEST_PATH: lambda _: (302, {"Location": f"http://{h.host}{MANIFEST_PATH}"}, b"")}),
+        {MANIFEST_PATH: lambda _: (302, {"Location": f"http://{h.host}{MANIFEST_PATH}"}, b"")}
+    ),
     "cross-host-redirect-loop": lambda h, a: (
         h.routes.update({MANIFEST_PATH: lambda _: (307, {"Location": f"http://{a.host}/bounce"}, b"")}),
         a.routes.update({"/bounce": lambda _: (307, {"Location": f"http://{h.host}{MANIFEST_PATH}"}, b"")}),
     ),
     "wrong-scope-token": lambda h, a: (
-        a.routes.update({"/token": lambda _: (200, {"Content-Type": "application/json"},
-                                              b'{"token": "scoped-to-something-else"}')}),
-        h.routes.update({MANIFEST_PATH: lambda _: (401, {
-            "WWW-Authenticate": f'Bearer realm="http://{a.host}/token",service="x",scope="repository:app:pull",'
-                                'error="insufficient_scope"'}, b'{"errors":[{"code":"DENIED"}]}')}),
+        a.routes.update(
+            {"/token": lambda _: (200, {"Content-Type": "application/json"}, b'{"token": "scoped-to-something-else"}')}
+        ),
+        h.routes.update(
+            {
+                MANIFEST_PATH: lambda _: (
+                    401,
+                    {
+                        "WWW-Authenticate": f'Bearer realm="http://{a.host}/token",service="x",scope="repository:app:pull",'
+                        'error="insufficient_scope"'
+                    },
+                    b'{"errors":[{"code":"DENIED"}]}',
+                )
+            }
+        ),
     ),
-    "drip": lambda h, a: (h.routes.update({MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST},
-                                                                     MANIFEST)}),
-                          h.drip.update({MANIFEST_PATH: 4.0})),
+    "drip": lambda h, a: (
+        h.routes.update({MANIFEST_PATH: lambda _: (200, {"Content-Type": OCI_MANIFEST}, MANIFEST)}),
+        h.drip.update({MANIFEST_PATH: 4.0}),
+    ),
 }
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_hostile_registry_fault(stack: Stack, hostile: ScriptedServer, accomplice: ScriptedServer,
-                                fault: str) -> None:
+def test_hostile_registry_fault(stack: Stack, hostile: ScriptedServer, accomplice: ScriptedServer, fault: str) -> None:
     FAULTS[fault](hostile, accomplice)
     response, elapsed = stack.admit(f"{hostile.host}/app:v1")
     assert_unplaced_in_time(response, elapsed, hostile.host)
@@ -172,15 +209,24 @@ def test_hanging_registry(stack: Stack, hanging: str) -> None:
 
 
 def test_cross_host_redirect_to_the_real_registry_is_followed(
-    stack: Stack, hostile: ScriptedServer, pushed_images: dict[str, PushedImage], registry: RegistryServer,
+    stack: Stack,
+    hostile: ScriptedServer,
+    pushed_images: dict[str, PushedImage],
+    registry: RegistryServer,
 ) -> None:
     """Blob storage elsewhere is normal: following it places the pod, within the deadline."""
     image = pushed_images["docker-single-arm64"]
     hostile.routes[MANIFEST_PATH] = lambda _: (
-        307, {"Location": f"http://{registry.host}/v2/{image.repository}/manifests/{image.digest}"}, b"")
+        307,
+        {"Location": f"http://{registry.host}/v2/{image.repository}/manifests/{image.digest}"},
+        b"",
+    )
     for digest in image.config_digests.values():
         hostile.routes[f"/v2/app/blobs/{digest}"] = lambda _, d=digest: (
-            307, {"Location": f"http://{registry.host}/v2/{image.repository}/blobs/{d}"}, b"")
+            307,
+            {"Location": f"http://{registry.host}/v2/{image.repository}/blobs/{d}"},
+            b"",
+        )
     response, elapsed = stack.admit(f"{hostile.host}/app:v1")
     assert "patch" in response, response
     assert "arm64" in json.dumps(json.loads(base64.b64decode(response["patch"])))
@@ -188,8 +234,12 @@ def test_cross_host_redirect_to_the_real_registry_is_followed(
     assert_next_pod_placed(stack)
 
 
-def test_untrusted_tls_registry(tls_registry: RegistryServer, tls_pushed_images: dict[str, PushedImage],
-                                registry: RegistryServer, pushed_images: dict[str, PushedImage]) -> None:
+def test_untrusted_tls_registry(
+    tls_registry: RegistryServer,
+    tls_pushed_images: dict[str, PushedImage],
+    registry: RegistryServer,
+    pushed_images: dict[str, PushedImage],
+) -> None:
     healthy = [pushed_images["docker-single-arm64"].reference]
     for stack in make_stack((registry.host,), healthy):  # the TLS registry is not trusted, nor insecure
         image = tls_pushed_images["docker-single-arm64"].reference

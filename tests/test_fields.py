@@ -10,8 +10,15 @@ from noe_core.errors import InvalidObject, InvalidSettings, ManifestError
 
 @pytest.mark.parametrize(
     ("value", "name"),
-    [(None, "null"), (True, "a boolean"), (3, "a number"), (1.5, "a number"), ("x", "a string"),
-     ([], "an array"), ({}, "an object")],
+    [
+        (None, "null"),
+        (True, "a boolean"),
+        (3, "a number"),
+        (1.5, "a number"),
+        ("x", "a string"),
+        ([], "an array"),
+        ({}, "an object"),
+    ],
 )
 def test_json_type_names(value: object, name: str) -> None:
     assert fields.json_type(value) == name

@@ -44,24 +44,37 @@ BASE: dict[str, list[str]] = {
 def base_args(command: str, flag: str) -> list[str]:
     """The command's base arguments, less the flag under test (so its variable is not overridden)."""
     return [arg for arg in BASE[command] if arg.split("=", 1)[0] != flag]
+
+
 # Flags whose value no text can make wrong: the command reads them itself.
 FREE_TEXT = {
     ("mutate", "--filename"),  # read by the command: 'cannot read FILE' (tests/test_mutate_cli.py)
     ("report", "--filename"),  # likewise (tests/test_report.py)
     ("report", "--html"),  # written by the command: 'cannot write it'
-    ("mutate", "--docker-config"), ("inspect", "--docker-config"), ("serve", "--docker-config"),
+    ("mutate", "--docker-config"),
+    ("inspect", "--docker-config"),
+    ("serve", "--docker-config"),
     ("report", "--docker-config"),
-    ("mutate", "--containerd-config"), ("inspect", "--containerd-config"), ("serve", "--containerd-config"),
+    ("mutate", "--containerd-config"),
+    ("inspect", "--containerd-config"),
+    ("serve", "--containerd-config"),
     ("report", "--containerd-config"),
     ("serve", "--state-dir"),  # created when missing
     ("serve", "--cache-dir"),  # created when missing; unusable: a warning and the in-memory cache
     ("serve", "--control-socket"),  # created by gunicorn
-    ("controller", "--docker-config"), ("controller", "--containerd-config"),
+    ("controller", "--docker-config"),
+    ("controller", "--containerd-config"),
 }
 # Option names two commands use for different settings, each declared once per meaning.
-HOMONYMS = {"--namespace", "--output", "--filename",
-            # serve accepts them for the Go Noe's command line and ignores them; controller elects a leader
-            "--leader-elect", "--leader-election-id", "--leader-election-namespace"}  # mutate: namespace of bare objects; certs: of the Service
+HOMONYMS = {
+    "--namespace",
+    "--output",
+    "--filename",
+    # serve accepts them for the Go Noe's command line and ignores them; controller elects a leader
+    "--leader-elect",
+    "--leader-election-id",
+    "--leader-election-namespace",
+}  # mutate: namespace of bare objects; certs: of the Service
 # and Secret; report: the one namespace to read. --output and --filename: each command's own formats and inputs.
 
 
@@ -167,10 +180,14 @@ def run_noe(argv: list[str]) -> tuple[int, str, str]:
 
 
 @pytest.mark.usefixtures("contained")
-@pytest.mark.parametrize(("command", "flag", "args", "env"), CASES,
-                         ids=[" ".join([c, *a, *(f"{k}={v}" for k, v in e.items())]) for c, _, a, e in CASES])
-def test_every_bad_value_is_one_usage_line(monkeypatch: pytest.MonkeyPatch, command: str, flag: str,
-                                           args: list[str], env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("command", "flag", "args", "env"),
+    CASES,
+    ids=[" ".join([c, *a, *(f"{k}={v}" for k, v in e.items())]) for c, _, a, e in CASES],
+)
+def test_every_bad_value_is_one_usage_line(
+    monkeypatch: pytest.MonkeyPatch, command: str, flag: str, args: list[str], env: dict[str, str]
+) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     status, out, err = run_noe([command, *base_args(command, flag), *args])
@@ -234,7 +251,9 @@ def test_the_documented_example_of_a_usage_error(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("NOE_LOOKUP_TIMEOUT", "abc")
     status, _, err = run_noe(["mutate", "-f", "examples/pod.yaml"])
     assert (status, err) == (
-        2, "noe mutate: argument --lookup-timeout: NOE_LOOKUP_TIMEOUT='abc' is not a number of seconds\n")
+        2,
+        "noe mutate: argument --lookup-timeout: NOE_LOOKUP_TIMEOUT='abc' is not a number of seconds\n",
+    )
 
 
 def test_help_shows_defaults_and_variables() -> None:

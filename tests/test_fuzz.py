@@ -44,7 +44,8 @@ from noe_web.metrics import Metrics
 pytestmark = pytest.mark.fuzz
 
 FUZZ = settings(  # NOE_FUZZ_EXAMPLES=2000 for a longer hunt; CI keeps it to a minute or two
-    max_examples=int(os.environ.get("NOE_FUZZ_EXAMPLES", "60")), deadline=None,
+    max_examples=int(os.environ.get("NOE_FUZZ_EXAMPLES", "60")),
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
@@ -66,10 +67,16 @@ IMAGE_TEXT = st.one_of(
 @pytest.fixture(scope="module")
 def app() -> Iterator[Flask]:
     service = AdmissionService(
-        policy=PolicySettings(), metrics=Metrics(), deadline_seconds=2.0,
-        static=StaticPlatforms.from_mapping({
-            "x86:1": ["linux/amd64"], "arm:1": ["linux/arm64/v8"], "multi:1": ["linux/amd64", "linux/arm64"],
-        }),
+        policy=PolicySettings(),
+        metrics=Metrics(),
+        deadline_seconds=2.0,
+        static=StaticPlatforms.from_mapping(
+            {
+                "x86:1": ["linux/amd64"],
+                "arm:1": ["linux/arm64/v8"],
+                "multi:1": ["linux/amd64", "linux/arm64"],
+            }
+        ),
     )
     application = create_app(Services(service))
     yield application
@@ -163,8 +170,24 @@ def test_image_references(text: str) -> None:
     assert parse_reference(str(ref)) == ref  # what it prints, it reads back
 
 
-CHALLENGE_PARTS = st.sampled_from(['Bearer', 'Basic', 'realm=', '"', '\\', ',', ' ', 'service="x"', 'scope=',
-                                   '="', 'a', '=', 'error="insufficient_scope"', '\t'])
+CHALLENGE_PARTS = st.sampled_from(
+    [
+        "Bearer",
+        "Basic",
+        "realm=",
+        '"',
+        "\\",
+        ",",
+        " ",
+        'service="x"',
+        "scope=",
+        '="',
+        "a",
+        "=",
+        'error="insufficient_scope"',
+        "\t",
+    ]
+)
 
 
 @FUZZ
@@ -175,9 +198,19 @@ def test_www_authenticate_headers(header: str) -> None:
 
 
 @FUZZ
-@given(doc=JSON_VALUES, raw=st.binary(max_size=100), media=st.sampled_from([
-    None, "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json", "text/html"]))
+@given(
+    doc=JSON_VALUES,
+    raw=st.binary(max_size=100),
+    media=st.sampled_from(
+        [
+            None,
+            "application/vnd.oci.image.index.v1+json",
+            "application/vnd.oci.image.manifest.v1+json",
+            "application/vnd.docker.distribution.manifest.list.v2+json",
+            "text/html",
+        ]
+    ),
+)
 def test_manifests_and_config_blobs(doc: Any, raw: bytes, media: str | None) -> None:
     for body in (json.dumps(doc).encode(), raw):
         with contextlib.suppress(ManifestError):
@@ -192,8 +225,11 @@ def test_docker_configs_and_pull_secrets(doc: Any, raw: bytes, legacy: bool) -> 
     for data in (json.dumps(doc).encode(), raw, json.dumps({"auths": doc}).encode()):
         with contextlib.suppress(CredentialError):
             keychain_from_docker_config(data, "fuzz", legacy=legacy)
-        secret = {"type": "kubernetes.io/dockerconfigjson", "metadata": {"name": "s", "namespace": "n"},
-                  "data": {".dockerconfigjson": base64.b64encode(data).decode()}}
+        secret = {
+            "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": "s", "namespace": "n"},
+            "data": {".dockerconfigjson": base64.b64encode(data).decode()},
+        }
         with contextlib.suppress(CredentialError):
             keychain_from_pull_secret(secret, "fuzz")
     with contextlib.suppress(CredentialError):
@@ -206,18 +242,35 @@ PROVIDER = ProviderConfig("fuzz", (), 60.0, "credentialprovider.kubelet.k8s.io/v
 @FUZZ
 @given(doc=JSON_VALUES, raw=st.binary(max_size=100))
 def test_credential_provider_answers(doc: Any, raw: bytes) -> None:
-    answers = [raw, json.dumps(doc).encode(), json.dumps({
-        "kind": "CredentialProviderResponse", "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-        "cacheKeyType": doc, "auth": doc if isinstance(doc, dict) else {"x": doc}}).encode()]
+    answers = [
+        raw,
+        json.dumps(doc).encode(),
+        json.dumps(
+            {
+                "kind": "CredentialProviderResponse",
+                "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                "cacheKeyType": doc,
+                "auth": doc if isinstance(doc, dict) else {"x": doc},
+            }
+        ).encode(),
+    ]
     for stdout in answers:
         with contextlib.suppress(RegistryError):
             parse_provider_response(stdout, PROVIDER)
 
 
 @FUZZ
-@given(text=st.one_of(TEXT, st.lists(st.sampled_from(["a: ", "&x ", "*x", "[", "]", "{", "}", "- ", "\n", "  ",
-                                                       "!!python/object ", "'", ": b", ","]),
-                                     max_size=40).map("".join)))
+@given(
+    text=st.one_of(
+        TEXT,
+        st.lists(
+            st.sampled_from(
+                ["a: ", "&x ", "*x", "[", "]", "{", "}", "- ", "\n", "  ", "!!python/object ", "'", ": b", ","]
+            ),
+            max_size=40,
+        ).map("".join),
+    )
+)
 def test_yaml_and_json_documents(text: str) -> None:
     try:
         load_yaml_all(text)
@@ -232,9 +285,14 @@ def test_yaml_and_json_documents(text: str) -> None:
 @FUZZ
 @given(doc=JSON_VALUES, cluster=JSON_VALUES)
 def test_kubeconfigs(doc: Any, cluster: Any) -> None:
-    shaped = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
-              "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-              "clusters": [{"name": "k", "cluster": cluster}], "users": [{"name": "u", "user": doc}]}
+    shaped = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [{"name": "k", "cluster": cluster}],
+        "users": [{"name": "u", "user": doc}],
+    }
     with tempfile.TemporaryDirectory() as where:
         for content in (doc, shaped):
             path = Path(where) / "kubeconfig"

@@ -41,7 +41,8 @@ def test_a_temporary_failure_gates_the_pod_instead_of_placing_it() -> None:
     admission = decide(pod(["a:1", "b:1"]), {"a:1": MULTI, "b:1": HUNG})
     assert admission.label == "gated"
     assert admission.decision.patch == (
-        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": SCHEDULING_GATE}]},)
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": SCHEDULING_GATE}]},
+    )
     gated = admission.decision.obj
     assert "affinity" not in gated["spec"]
     assert any(SCHEDULING_GATE in w for w in admission.decision.warnings)
@@ -73,8 +74,10 @@ def test_daemonsets_are_never_gated() -> None:
 
 
 def test_a_deny_stays_a_deny() -> None:
-    admission = decide(pod(["a:1", "b:1", "c:1"]),
-                       {"a:1": ImagePlatforms.of("linux/amd64"), "b:1": ImagePlatforms.of("linux/arm64"), "c:1": HUNG})
+    admission = decide(
+        pod(["a:1", "b:1", "c:1"]),
+        {"a:1": ImagePlatforms.of("linux/amd64"), "b:1": ImagePlatforms.of("linux/arm64"), "c:1": HUNG},
+    )
     assert admission.label == "denied"
 
 
@@ -104,8 +107,9 @@ def silent_registry() -> Iterator[str]:
 
 
 @pytest.mark.registry
-def test_real_lookups_say_whether_a_failure_is_temporary(registry: Any, pushed_images: dict[str, Any],
-                                                         silent_registry: str) -> None:
+def test_real_lookups_say_whether_a_failure_is_temporary(
+    registry: Any, pushed_images: dict[str, Any], silent_registry: str
+) -> None:
     settings = RegistrySettings(insecure_registries=(registry.host, silent_registry))
     hung, missing = f"{silent_registry}/team/app:1", f"{registry.host}/does/not-exist:1"
     with make_session(settings) as session, Resolver(session, settings=settings) as resolver:

@@ -42,7 +42,8 @@ LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".
     f"  {name}: &{name} [{','.join(['*' + prev] * 9)}]\n" for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
 )
 BILLION_LAUGHS = (  # a pod whose spec holds 9**9 "lol"s once the aliases are expanded
-    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: laughs\nlaughs:\n  " + LAUGHS
+    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: laughs\nlaughs:\n  "
+    + LAUGHS
     + "spec:\n  containers: [{name: c, image: 'x86:1'}]\n  extra: *i\n"
 )
 DEEP_YAML = "".join("  " * i + "k:\n" for i in range(5000)) + "  " * 5000 + "v\n"
@@ -65,8 +66,11 @@ def app(kube_api: FakeKubeAPI, tmp_path: Path) -> Iterator[Flask]:
     kube = KubeClient(load_kubeconfig(kubeconfig), timeout=5.0, secret_cache_ttl=0)
     session = make_session(INSECURE)
     service = AdmissionService(
-        policy=PolicySettings(), metrics=Metrics(), deadline_seconds=3.0,
-        static=StaticPlatforms.from_mapping({"x86:1": ["linux/amd64"]}), kube=kube,
+        policy=PolicySettings(),
+        metrics=Metrics(),
+        deadline_seconds=3.0,
+        static=StaticPlatforms.from_mapping({"x86:1": ["linux/amd64"]}),
+        kube=kube,
         resolver=Resolver(session, settings=INSECURE),
     )
     application = create_app(Services(service))
@@ -87,12 +91,18 @@ def _with_pull_secrets(names: list[str], namespace: str, image: str) -> dict[str
 
 
 def test_pull_secret_nested_50000_deep_is_a_warning(app: Flask, kube_api: FakeKubeAPI, arm_image: str) -> None:
-    deep = "{\"auths\": " * 50_000 + "{}" + "}" * 50_000
-    kube_api.add_secret("deep", "bomb", {
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bomb", "namespace": "deep"},
-        "type": "kubernetes.io/dockerconfigjson",
-        "data": {".dockerconfigjson": base64.b64encode(deep.encode()).decode()},
-    })
+    deep = '{"auths": ' * 50_000 + "{}" + "}" * 50_000
+    kube_api.add_secret(
+        "deep",
+        "bomb",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "bomb", "namespace": "deep"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": base64.b64encode(deep.encode()).decode()},
+        },
+    )
     resp = app.test_client().post("/mutate", json=_with_pull_secrets(["bomb"], "deep", arm_image))
     assert resp.status_code == 200, resp.get_data(as_text=True)[:300]
     answer = resp.get_json()["response"]
@@ -117,8 +127,9 @@ def test_thousands_of_pull_secret_names_are_capped(app: Flask, kube_api: FakeKub
 
 def _noe(*args: str, module: str = "noe_web.cli") -> tuple[int, str, float]:
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
     return proc.returncode, proc.stderr, time.monotonic() - start
 
 
@@ -157,18 +168,36 @@ def test_noe_mutate_refuses_hostile_platforms_files(hostile_files: dict[str, Pat
 
 @pytest.mark.parametrize("name", ["deep.json", "binary"])
 def test_noe_inspect_refuses_a_hostile_docker_config(hostile_files: dict[str, Path], name: str) -> None:
-    _assert_one_line(*_noe("inspect", "127.0.0.1:9/app:v1", "--timeout", "2",
-                           "--docker-config", str(hostile_files[name])))
+    _assert_one_line(
+        *_noe("inspect", "127.0.0.1:9/app:v1", "--timeout", "2", "--docker-config", str(hostile_files[name]))
+    )
 
 
-@pytest.mark.parametrize(("flag", "name"), [
-    ("--image-platforms", "deep.yaml"), ("--image-platforms", "binary"), ("--image-platforms", "laughs.yaml"),
-    ("--kubeconfig", "deep.yaml"), ("--kubeconfig", "binary"), ("--kubeconfig", "laughs.yaml"),
-])
-def test_noe_serve_refuses_hostile_files(hostile_files: dict[str, Path], tmp_path: Path, flag: str,
-                                         name: str) -> None:
-    _assert_one_line(*_noe("serve", "--bind", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
-                           "--state-dir", str(tmp_path), flag, str(hostile_files[name])))
+@pytest.mark.parametrize(
+    ("flag", "name"),
+    [
+        ("--image-platforms", "deep.yaml"),
+        ("--image-platforms", "binary"),
+        ("--image-platforms", "laughs.yaml"),
+        ("--kubeconfig", "deep.yaml"),
+        ("--kubeconfig", "binary"),
+        ("--kubeconfig", "laughs.yaml"),
+    ],
+)
+def test_noe_serve_refuses_hostile_files(hostile_files: dict[str, Path], tmp_path: Path, flag: str, name: str) -> None:
+    _assert_one_line(
+        *_noe(
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(tmp_path),
+            flag,
+            str(hostile_files[name]),
+        )
+    )
 
 
 def test_event_messages_are_printable() -> None:

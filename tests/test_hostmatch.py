@@ -97,8 +97,20 @@ def test_v2_is_a_path_outside_docker_config_keys() -> None:
 
 @pytest.mark.parametrize(
     "pattern",
-    ["", "  ", "reg corp", "ftp://reg.corp", "reg.corp:port", "reg.corp:*", "reg..corp", "reg.corp/team/*",
-     "a:b:c", "[::1", "reg.corp/UPPER", "re$g.corp"],
+    [
+        "",
+        "  ",
+        "reg corp",
+        "ftp://reg.corp",
+        "reg.corp:port",
+        "reg.corp:*",
+        "reg..corp",
+        "reg.corp/team/*",
+        "a:b:c",
+        "[::1",
+        "reg.corp/UPPER",
+        "re$g.corp",
+    ],
 )
 def test_bad_image_patterns(pattern: str) -> None:
     with pytest.raises(InvalidSettings) as info:

@@ -60,33 +60,47 @@ def git(*args: str) -> str:
 
 
 def origin_url() -> str | None:
-    proc = subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=ROOT, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        ["git", "config", "--get", "remote.origin.url"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     return proc.stdout.strip() or None
 
 
 @dataclass(frozen=True)
 class BuiltImage:
     store: BuildahStore
-    reference: str      # localhost/noe:VERSION
+    reference: str  # localhost/noe:VERSION
     image_id: str
     base: str
     started: datetime
     finished: datetime
-    revision: str       # what the revision label must say, from git at build time
+    revision: str  # what the revision label must say, from git at build time
     source: str
 
-    container: str      # one working container of the image (vfs copies the whole image per container)
+    container: str  # one working container of the image (vfs copies the whole image per container)
 
-    def run(self, *argv: str, user: str = USER, workdir: str = "/", check: bool = True
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *argv: str, user: str = USER, workdir: str = "/", check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """``buildah run`` in the image's working container, as *user*."""
-        return self.store.buildah("run", "--isolation", "chroot", "--user", user, "--workingdir", workdir,
-                                  self.container, "--", *argv, check=check)
+        return self.store.buildah(
+            "run",
+            "--isolation",
+            "chroot",
+            "--user",
+            user,
+            "--workingdir",
+            workdir,
+            self.container,
+            "--",
+            *argv,
+            check=check,
+        )
 
     def inspect(self, name: str | None = None) -> dict[str, Any]:
-        doc: dict[str, Any] = json.loads(self.store.buildah("inspect", "--type", "image",
-                                                            name or self.reference).stdout)
+        doc: dict[str, Any] = json.loads(
+            self.store.buildah("inspect", "--type", "image", name or self.reference).stdout
+        )
         return doc
 
 
@@ -119,15 +133,19 @@ def built(store: BuildahStore, request: pytest.FixtureRequest) -> Iterator[Built
     assert proc.returncode == 0, proc.stderr[-4000:]
     finished = datetime.now(UTC)
     reference, image_id = proc.stdout.split()[-2:]
-    terminal_line(request.config, f"noe image: built {reference} ({image_id.removeprefix('sha256:')[:12]}) "
-                  f"from {base} in {seconds:.0f} s")
+    terminal_line(
+        request.config,
+        f"noe image: built {reference} ({image_id.removeprefix('sha256:')[:12]}) from {base} in {seconds:.0f} s",
+    )
     container = store.buildah("from", "--pull=never", reference).stdout.strip()
-    yield BuiltImage(store, reference, image_id, base, started, finished, revision, source or FALLBACK_SOURCE,
-                     container)
+    yield BuiltImage(
+        store, reference, image_id, base, started, finished, revision, source or FALLBACK_SOURCE, container
+    )
     store.buildah("rm", container, check=False)
 
 
 # --- one version, everywhere ----------------------------------------------------------------------
+
 
 def test_one_version_source_everywhere() -> None:
     """setup.cfg's version is what pip installed, what `noe --version` says, the chart's appVersion
@@ -135,8 +153,12 @@ def test_one_version_source_everywhere() -> None:
     version = setup_cfg_version()
     assert re.fullmatch(r"\d+\.\d+\.\d+([.-]?\w+)*", version) and version != "latest"
     assert distribution_version(DISTRIBUTION) == version
-    cli = subprocess.run([sys.executable, "-c", "from noe_web.cli import main; main()", "--version"],
-                         capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [sys.executable, "-c", "from noe_web.cli import main; main()", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert cli.stdout.strip() == f"noe {version}"
     chart = yaml.safe_load((ROOT / "deploy" / "helm" / "noe" / "Chart.yaml").read_text())
     assert chart["appVersion"] == version
@@ -149,16 +171,20 @@ def test_one_version_source_everywhere() -> None:
 
 def test_build_script_prints_the_release_arguments_and_refuses_bad_ones() -> None:
     """What docker buildx users pass (see the Dockerfile), and one-line errors for a wrong call."""
-    printed = subprocess.run([str(BUILD), "--print-build-args", "--source", FALLBACK_SOURCE],
-                             capture_output=True, text=True, check=True).stdout.split()
-    args = dict(value.split("=", 1) for flag, value in zip(printed[::2], printed[1::2], strict=True)
-                if flag == "--build-arg")
+    printed = subprocess.run(
+        [str(BUILD), "--print-build-args", "--source", FALLBACK_SOURCE], capture_output=True, text=True, check=True
+    ).stdout.split()
+    args = dict(
+        value.split("=", 1) for flag, value in zip(printed[::2], printed[1::2], strict=True) if flag == "--build-arg"
+    )
     assert set(args) == {"VERSION", "REVISION", "CREATED", "SOURCE"}
     assert args["VERSION"] == setup_cfg_version()
     assert args["REVISION"].removesuffix("-dirty") == git("rev-parse", "HEAD")
     assert args["SOURCE"] == FALLBACK_SOURCE
-    for argv, message in ((["--bogus"], "unknown argument '--bogus' (see --help)"),
-                          (["--base"], "--base needs a value")):
+    for argv, message in (
+        (["--bogus"], "unknown argument '--bogus' (see --help)"),
+        (["--base"], "--base needs a value"),
+    ):
         proc = subprocess.run([str(BUILD), *argv], capture_output=True, text=True, check=False)
         assert proc.returncode == 2 and proc.stderr.splitlines() == [f"build.sh: {message}"]
 
@@ -167,15 +193,28 @@ def test_build_refuses_a_version_that_is_not_installed(built: BuiltImage) -> Non
     """The Dockerfile checks its VERSION argument against what pip installed, so a label cannot lie."""
     ca = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")  # as build.sh passes it
     proc = built.store.buildah(
-        "build", "--isolation", "chroot", "--pull=never", "--target", "builder",
-        "--build-arg", f"BASE_IMAGE={built.base}", "--build-arg", "VERSION=9.9.9",
+        "build",
+        "--isolation",
+        "chroot",
+        "--pull=never",
+        "--target",
+        "builder",
+        "--build-arg",
+        f"BASE_IMAGE={built.base}",
+        "--build-arg",
+        "VERSION=9.9.9",
         *(["--secret", f"id=pip-ca,src={ca}"] if ca else []),
-        "--file", str(ROOT / "Dockerfile"), str(ROOT), check=False)
+        "--file",
+        str(ROOT / "Dockerfile"),
+        str(ROOT),
+        check=False,
+    )
     assert proc.returncode != 0
     assert f"VERSION build arg '9.9.9' is not the installed noe {setup_cfg_version()}" in proc.stderr + proc.stdout
 
 
 # --- the built image -------------------------------------------------------------------------------
+
 
 def test_tag_and_labels_come_from_the_version_and_the_commit(built: BuiltImage) -> None:
     version = setup_cfg_version()
@@ -199,18 +238,34 @@ def test_runs_as_its_non_root_user(built: BuiltImage) -> None:
 def test_mutate_in_the_image_matches_the_checkout(built: BuiltImage, tmp_path: Path) -> None:
     """`noe mutate` in the image gives, byte for byte, what the checkout's noe gives on the same files."""
     for name in ("pod.yaml", "platforms.json"):
-        built.store.buildah("copy", "--chown", f"{USER}:{USER}", built.container, str(ROOT / "examples" / name),
-                            f"/tmp/examples/{name}")
-    inside = built.run("noe", "mutate", "-f", "examples/pod.yaml", "--platforms", "examples/platforms.json",
-                       workdir="/tmp").stdout
-    here = subprocess.run([sys.executable, "-c", "from noe_web.cli import main; raise SystemExit(main())",
-                           "mutate", "-f", "examples/pod.yaml", "--platforms", "examples/platforms.json"],
-                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        built.store.buildah(
+            "copy", "--chown", f"{USER}:{USER}", built.container, str(ROOT / "examples" / name), f"/tmp/examples/{name}"
+        )
+    inside = built.run(
+        "noe", "mutate", "-f", "examples/pod.yaml", "--platforms", "examples/platforms.json", workdir="/tmp"
+    ).stdout
+    here = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from noe_web.cli import main; raise SystemExit(main())",
+            "mutate",
+            "-f",
+            "examples/pod.yaml",
+            "--platforms",
+            "examples/platforms.json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert inside == here
     pod = yaml.safe_load(inside)
     terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert any(expr["key"] == "kubernetes.io/arch" for term in terms["nodeSelectorTerms"]
-               for expr in term["matchExpressions"])
+    assert any(
+        expr["key"] == "kubernetes.io/arch" for term in terms["nodeSelectorTerms"] for expr in term["matchExpressions"]
+    )
 
 
 def test_runtime_holds_no_compiler_pip_or_setuptools(built: BuiltImage) -> None:
@@ -224,8 +279,9 @@ def test_runtime_holds_no_compiler_pip_or_setuptools(built: BuiltImage) -> None:
         for dirpath, dirnames, filenames in os.walk(rootfs):
             rel = Path(dirpath).relative_to(rootfs)
             for name in filenames + dirnames:
-                if rel.name in ("bin", "sbin") and (name in COMPILERS or re.fullmatch(r"(gcc|cc)[-\d.]*", name)
-                                                    or name.startswith("pip")):
+                if rel.name in ("bin", "sbin") and (
+                    name in COMPILERS or re.fullmatch(r"(gcc|cc)[-\d.]*", name) or name.startswith("pip")
+                ):
                     found.append(str(rel / name))
                 if re.match(r"(pip|setuptools)(-[\d.]+.*\.(whl|dist-info|egg-info))?$", name):
                     found.append(str(rel / name))
@@ -236,6 +292,7 @@ def test_runtime_holds_no_compiler_pip_or_setuptools(built: BuiltImage) -> None:
 
 # --- pushed, and read back -------------------------------------------------------------------------
 
+
 def skopeo(reg: RegistryServer, *args: str) -> str:
     return run_tool(["skopeo", "inspect", "--tls-verify=false", "--retry-times=0", *args], timeout=120).stdout
 
@@ -245,13 +302,15 @@ def pushed(built: BuiltImage, registry: RegistryServer, tmp_path_factory: pytest
     """(reference in the registry, the digest buildah pushed)."""
     digest_file = tmp_path_factory.mktemp("push") / "digest"
     target = f"{registry.host}/noe:{setup_cfg_version()}"
-    built.store.buildah("push", "--quiet", "--tls-verify=false", "--digestfile", str(digest_file),
-                        built.reference, f"docker://{target}")
+    built.store.buildah(
+        "push", "--quiet", "--tls-verify=false", "--digestfile", str(digest_file), built.reference, f"docker://{target}"
+    )
     return target, digest_file.read_text().strip()
 
 
 def test_pushed_image_read_back_by_noe_inspect_in_the_image_and_skopeo(
-        built: BuiltImage, pushed: tuple[str, str], registry: RegistryServer, request: pytest.FixtureRequest) -> None:
+    built: BuiltImage, pushed: tuple[str, str], registry: RegistryServer, request: pytest.FixtureRequest
+) -> None:
     target, pushed_digest = pushed
     # The image reads itself back: its own noe, as its own user, over the host's loopback.
     out = built.run("noe", "inspect", "--json", target, "--insecure-registries", "127.0.0.1:*").stdout
@@ -269,13 +328,17 @@ def test_pushed_image_read_back_by_noe_inspect_in_the_image_and_skopeo(
     pulled = sum(layer["size"] for layer in manifest["layers"]) + manifest["config"]["size"]
     base_layers = len(built.inspect(built.base)["OCIv1"]["rootfs"]["diff_ids"])
     added = sum(layer["size"] for layer in manifest["layers"][base_layers:])
-    terminal_line(request.config, f"noe image: {target} digest {doc['digest']} platform linux/{host_arch()}; "
-                  f"{pulled / 1e6:.1f} MB to pull (compressed), of which noe's layers {added / 1e6:.1f} MB")
+    terminal_line(
+        request.config,
+        f"noe image: {target} digest {doc['digest']} platform linux/{host_arch()}; "
+        f"{pulled / 1e6:.1f} MB to pull (compressed), of which noe's layers {added / 1e6:.1f} MB",
+    )
     # The builder stage (sources, wheel cache, pip) stays behind: noe's layers are its venv.
     assert 0 < added < 40e6
 
 
 # --- two platforms ---------------------------------------------------------------------------------
+
 
 def emulation_missing(arch: str) -> str | None:
     """Why *arch* cannot run here, or None: foreign RUN steps need a binfmt_misc handler (qemu-user-static)."""
@@ -294,9 +357,26 @@ def test_two_platform_index(built: BuiltImage, registry: RegistryServer) -> None
         pytest.skip(f"two-platform OCI index not built: {reason}")
     version = setup_cfg_version()
     base = local_base(built.store, other)
-    proc = subprocess.run([str(BUILD), "--base", base, "--pull", "never", "--platform", f"linux/{other}",
-                           "--name", f"localhost/noe-{other}", "--source", built.source],
-                          env=built.store.env, capture_output=True, text=True, timeout=3600, check=False)
+    proc = subprocess.run(
+        [
+            str(BUILD),
+            "--base",
+            base,
+            "--pull",
+            "never",
+            "--platform",
+            f"linux/{other}",
+            "--name",
+            f"localhost/noe-{other}",
+            "--source",
+            built.source,
+        ],
+        env=built.store.env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     other_ref = proc.stdout.split()[-2]
     index = f"localhost/noe-index:{version}"
@@ -307,4 +387,5 @@ def test_two_platform_index(built: BuiltImage, registry: RegistryServer) -> None
     built.store.buildah("manifest", "push", "--all", "--tls-verify=false", index, f"docker://{target}")
     doc = json.loads(built.run("noe", "inspect", "--json", target, "--insecure-registries", "127.0.0.1:*").stdout)
     assert sorted((p["os"], p["architecture"]) for p in doc["platforms"]) == sorted(
-        [("linux", host_arch()), ("linux", other)])
+        [("linux", host_arch()), ("linux", other)]
+    )

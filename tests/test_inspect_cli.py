@@ -55,8 +55,9 @@ def docker_config(tmp_path: Path, host: str, creds: tuple[str, str]) -> Path:
     return path
 
 
-def check_against_skopeo(reg: RegistryServer, img: PushedImage, doc: dict[str, object],
-                         creds: tuple[str, str] | None) -> None:
+def check_against_skopeo(
+    reg: RegistryServer, img: PushedImage, doc: dict[str, object], creds: tuple[str, str] | None
+) -> None:
     raw = skopeo_raw(reg, img.reference, creds)
     assert doc["digest"] == sha256_digest(raw) == img.digest
     assert doc["reference"] == img.reference
@@ -72,14 +73,34 @@ def check_against_skopeo(reg: RegistryServer, img: PushedImage, doc: dict[str, o
         assert not {p["digest"] for p in platforms} & set(img.deleted)
         assert not {p["digest"] for p in platforms} & set(img.attestations)
     else:
-        config = json.loads(subprocess.run(
-            ["skopeo", "inspect", "--config", "--retry-times=0",
-             *(["--cert-dir", str(reg.cert_dir)] if reg.cert_dir else ["--tls-verify=false"]),
-             *(["--creds", f"{creds[0]}:{creds[1]}"] if creds else []), f"docker://{img.reference}"],
-            check=True, capture_output=True, timeout=60).stdout)
-        assert platforms == [{k: v for k, v in {
-            "os": config["os"], "architecture": config["architecture"], "variant": config.get("variant"),
-            "digest": img.digest}.items() if v}]
+        config = json.loads(
+            subprocess.run(
+                [
+                    "skopeo",
+                    "inspect",
+                    "--config",
+                    "--retry-times=0",
+                    *(["--cert-dir", str(reg.cert_dir)] if reg.cert_dir else ["--tls-verify=false"]),
+                    *(["--creds", f"{creds[0]}:{creds[1]}"] if creds else []),
+                    f"docker://{img.reference}",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            ).stdout
+        )
+        assert platforms == [
+            {
+                k: v
+                for k, v in {
+                    "os": config["os"],
+                    "architecture": config["architecture"],
+                    "variant": config.get("variant"),
+                    "digest": img.digest,
+                }.items()
+                if v
+            }
+        ]
     for p in platforms:
         assert set(p) <= {"os", "architecture", "variant", "os.version", "digest"}
         assert "variant" not in p or p["variant"]
@@ -95,26 +116,42 @@ def test_anonymous(shape: str, registry: RegistryServer, pushed_images: dict[str
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_basic_auth_with_docker_config(
-    shape: str, tmp_path: Path, basic_registry: RegistryServer, basic_pushed_images: dict[str, PushedImage],
+    shape: str,
+    tmp_path: Path,
+    basic_registry: RegistryServer,
+    basic_pushed_images: dict[str, PushedImage],
     basic_credentials: tuple[str, str],
 ) -> None:
     img = basic_pushed_images[shape]
     config = docker_config(tmp_path, basic_registry.host, basic_credentials)
-    status, out, err = inspect("--json", img.reference, "--insecure-registries", "127.0.0.1:*",
-                               "--docker-config", str(tmp_path / "missing.json"), "--docker-config", str(config))
+    status, out, err = inspect(
+        "--json",
+        img.reference,
+        "--insecure-registries",
+        "127.0.0.1:*",
+        "--docker-config",
+        str(tmp_path / "missing.json"),
+        "--docker-config",
+        str(config),
+    )
     assert status == 0, err
     check_against_skopeo(basic_registry, img, json.loads(out), basic_credentials)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_token_auth_private_and_public(  # noqa: PLR0917 - pytest fixtures
-    shape: str, tmp_path: Path, token_registry: RegistryServer, token_pushed_images: dict[str, PushedImage],
-    token_public_images: dict[str, PushedImage], token_credentials: tuple[str, str],
+    shape: str,
+    tmp_path: Path,
+    token_registry: RegistryServer,
+    token_pushed_images: dict[str, PushedImage],
+    token_public_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
 ) -> None:
     config = docker_config(tmp_path, token_registry.host, token_credentials)
     private = token_pushed_images[shape]
-    status, out, err = inspect("--json", private.reference, "--insecure-registries", "127.0.0.1:*",
-                               "--docker-config", str(config))
+    status, out, err = inspect(
+        "--json", private.reference, "--insecure-registries", "127.0.0.1:*", "--docker-config", str(config)
+    )
     assert status == 0, err
     check_against_skopeo(token_registry, private, json.loads(out), token_credentials)
     public = token_public_images[shape]
@@ -124,8 +161,9 @@ def test_token_auth_private_and_public(  # noqa: PLR0917 - pytest fixtures
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_tls_with_registry_ca_file(shape: str, tls_registry: RegistryServer,
-                                   tls_pushed_images: dict[str, PushedImage]) -> None:
+def test_tls_with_registry_ca_file(
+    shape: str, tls_registry: RegistryServer, tls_pushed_images: dict[str, PushedImage]
+) -> None:
     img = tls_pushed_images[shape]
     status, out, err = inspect("--json", img.reference, "--registry-ca-file", str(tls_registry.ca_file))
     assert status == 0, err
@@ -144,7 +182,9 @@ def test_human_output(pushed_images: dict[str, PushedImage]) -> None:
 
 
 def test_auth_failure_is_one_line_without_secret(
-    token_registry: RegistryServer, token_pushed_images: dict[str, PushedImage], tmp_path: Path,
+    token_registry: RegistryServer,
+    token_pushed_images: dict[str, PushedImage],
+    tmp_path: Path,
     token_credentials: tuple[str, str],
 ) -> None:
     wrong = (token_credentials[0], "not-" + token_credentials[1])
@@ -158,16 +198,24 @@ def test_auth_failure_is_one_line_without_secret(
     assert wrong[1] not in err and token_credentials[1] not in err
 
 
-@pytest.mark.parametrize("argv", [["Bad Image"], ["x/y:z", "--cache-ttl", "soon"], ["x/y:z", "--timeout", "-1"],
-                                  ["x/y:z", "--registry-proxies", "nonsense"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["Bad Image"],
+        ["x/y:z", "--cache-ttl", "soon"],
+        ["x/y:z", "--timeout", "-1"],
+        ["x/y:z", "--registry-proxies", "nonsense"],
+    ],
+)
 def test_bad_input_exits_2(argv: list[str]) -> None:
     status, out, err = inspect(*argv)
     assert status == 2
     assert out == "" and err.startswith("noe inspect: ")
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("3600", 3600.0), ("1h30m", 5400.0), (".5h", 1800.0),
-                                               ("1500us", 0.0015), ("+2m", 120.0)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("3600", 3600.0), ("1h30m", 5400.0), (".5h", 1800.0), ("1500us", 0.0015), ("+2m", 120.0)]
+)
 def test_cache_ttl_takes_seconds_or_any_go_duration(text: str, seconds: float) -> None:
     parser = argparse.ArgumentParser(prog="noe inspect")
     configure_inspect_parser(parser)
@@ -179,9 +227,22 @@ def test_cache_ttl_takes_seconds_or_any_go_duration(text: str, seconds: float) -
 def test_module_entry_point(pushed_images: dict[str, PushedImage]) -> None:
     img = pushed_images["docker-single-arm64"]
     done = subprocess.run(
-        [sys.executable, "-W", "error", "-m", "noe_core.cli.inspect", "--json", img.reference,
-         "-insecure-registries", "127.0.0.1:*"],
-        capture_output=True, text=True, timeout=60, check=False, cwd=Path(__file__).resolve().parent.parent,
+        [
+            sys.executable,
+            "-W",
+            "error",
+            "-m",
+            "noe_core.cli.inspect",
+            "--json",
+            img.reference,
+            "-insecure-registries",
+            "127.0.0.1:*",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)

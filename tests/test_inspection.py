@@ -36,8 +36,9 @@ def resolver(registry: Any, silent_registry: str) -> Iterator[Resolver]:
         yield res
 
 
-def test_declared_platforms_win_and_cost_no_request(registry: Any, pushed_images: dict[str, Any],
-                                                    resolver: Resolver) -> None:
+def test_declared_platforms_win_and_cost_no_request(
+    registry: Any, pushed_images: dict[str, Any], resolver: Resolver
+) -> None:
     image = pushed_images["docker-manifest-list"].reference
     static = StaticPlatforms.from_mapping({image: ["linux/s390x"]}, "platforms.json")
     mark = registry.mark()
@@ -58,8 +59,12 @@ def test_without_resolver_an_undeclared_image_cannot_be_inspected() -> None:
 def test_each_image_gets_its_own_answer_or_failure_in_the_order_asked(
     pushed_images: dict[str, Any], registry: Any, resolver: Resolver
 ) -> None:
-    images = [pushed_images["oci-single-amd64"].reference, pushed_images["windows-index"].reference,
-              registry.ref("missing/repo", "x"), "Not A Reference"]
+    images = [
+        pushed_images["oci-single-amd64"].reference,
+        pushed_images["windows-index"].reference,
+        registry.ref("missing/repo", "x"),
+        "Not A Reference",
+    ]
     lookups = ImageInspector(resolver=resolver).inspect(images, deadline=Deadline.after(20)).lookups
     assert list(lookups) == images
     assert isinstance(lookups[images[0]], ImagePlatforms)
@@ -73,10 +78,12 @@ def test_lookups_without_a_deadline(pushed_images: dict[str, Any], resolver: Res
     # noe mutate without --timeout inspects with Deadline.never(): no infinite timeout reaches threading.
     images = [pushed_images["oci-single-amd64"].reference, pushed_images["docker-single-arm64"].reference]
     lookups = ImageInspector(resolver=resolver).inspect(images, deadline=Deadline.never()).lookups
-    assert lookups == {images[0]: ImagePlatforms(ImagePlatforms.of("linux/amd64").platforms,
-                                                 pushed_images["oci-single-amd64"].digest),
-                       images[1]: ImagePlatforms(ImagePlatforms.of("linux/arm64/v8").platforms,
-                                                 pushed_images["docker-single-arm64"].digest)}
+    assert lookups == {
+        images[0]: ImagePlatforms(ImagePlatforms.of("linux/amd64").platforms, pushed_images["oci-single-amd64"].digest),
+        images[1]: ImagePlatforms(
+            ImagePlatforms.of("linux/arm64/v8").platforms, pushed_images["docker-single-arm64"].digest
+        ),
+    }
 
 
 def test_a_stuck_registry_is_abandoned_at_the_deadline_and_answers_that_arrived_are_kept(

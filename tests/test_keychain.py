@@ -39,8 +39,15 @@ def test_basic_header() -> None:
 
 def test_repr_and_str_never_show_secrets() -> None:
     for credential in (cred(), Credential("", "", "docker config x", identity_token=TOKEN)):
-        for text in (repr(credential), str(credential), credential.identity, credential.fingerprint,
-                     repr([credential]), f"{credential}", repr(StaticKeychain([("reg.corp", credential)]))):
+        for text in (
+            repr(credential),
+            str(credential),
+            credential.identity,
+            credential.fingerprint,
+            repr([credential]),
+            f"{credential}",
+            repr(StaticKeychain([("reg.corp", credential)])),
+        ):
             assert SECRET not in text
             assert TOKEN not in text
     assert "robot" in repr(cred()) and "test" in repr(cred())

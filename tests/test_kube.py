@@ -53,8 +53,7 @@ def client_pair(ca: CA, directory: Path, cn: str = "system:serviceaccount:noe:no
     cert_file, key_file = directory / "client.crt", directory / "client.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                          serialization.NoEncryption())
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return CertPair(cert_file, key_file, ca.ca_file)
 
@@ -67,9 +66,17 @@ def kube_ca(tmp_path_factory: pytest.TempPathFactory) -> CA:
 @pytest.fixture
 def api(kube_ca: CA) -> Iterator[FakeKubeAPI]:
     with start_fake_kube_api(kube_ca, tokens=(TOKEN,), client_ca=kube_ca.ca_file) as server:
-        server.add_secret("team", "pull", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pull"},
-                                           "type": "kubernetes.io/dockerconfigjson",
-                                           "data": {".dockerconfigjson": base64.b64encode(b"{}").decode()}})
+        server.add_secret(
+            "team",
+            "pull",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "pull"},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": base64.b64encode(b"{}").decode()},
+            },
+        )
         yield server
 
 
@@ -119,8 +126,7 @@ def test_untrusted_server_is_unavailable_not_trusted(api: FakeKubeAPI, tmp_path:
     other = make_ca("some other CA", tmp_path / "other")
     path = api.write_kubeconfig(tmp_path / "kc", token=TOKEN)
     doc = yaml.safe_load(path.read_text())
-    doc["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
-        other.ca_file.read_bytes()).decode()
+    doc["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(other.ca_file.read_bytes()).decode()
     path.write_text(yaml.safe_dump(doc))
     client = _client(path)
     try:
@@ -239,8 +245,7 @@ def test_in_cluster_config_and_token_rotation(api: FakeKubeAPI, kube_ca: CA, tmp
         client.close()
 
 
-def test_token_reread_after_401_even_when_stat_looks_unchanged(api: FakeKubeAPI, kube_ca: CA,
-                                                              tmp_path: Path) -> None:
+def test_token_reread_after_401_even_when_stat_looks_unchanged(api: FakeKubeAPI, kube_ca: CA, tmp_path: Path) -> None:
     sa = tmp_path / "sa"
     sa.mkdir()
     token = sa / "token"

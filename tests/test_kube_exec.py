@@ -24,7 +24,7 @@ FIRST, SECOND = "exec-token-first-0123", "exec-token-second-4567"
 
 # The plugin: counts its runs, prints the token in $STATE/token with the expiry in $EXPIRES (none when empty),
 # and records its arguments and what KUBERNETES_EXEC_INFO told it.
-PLUGIN = '''#!{python}
+PLUGIN = """#!{python}
 import json, os, sys
 state = os.environ["STATE"]
 with open(os.path.join(state, "runs"), "a") as f:
@@ -36,7 +36,7 @@ status = {{"token": open(os.path.join(state, "token")).read().strip()}}
 if os.environ.get("EXPIRES"):
     status["expirationTimestamp"] = os.environ["EXPIRES"]
 print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": status}}))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +72,17 @@ def exec_kubeconfig(kubeconfig: Path, state: Path, *, expires: str = "", **extra
     doc = yaml.safe_load(kubeconfig.read_text())
     user_name = next(c["context"]["user"] for c in doc["contexts"] if c["name"] == doc["current-context"])
     user = next(u for u in doc["users"] if u["name"] == user_name)
-    user["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "./bin/fake-get-token",
-                             "args": ["eks", "get-token", "--cluster-name", "prod"],
-                             "env": [{"name": "STATE", "value": str(state)}, {"name": "EXPIRES", "value": expires}],
-                             "interactiveMode": "Never", "provideClusterInfo": True, **extra}}
+    user["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "./bin/fake-get-token",
+            "args": ["eks", "get-token", "--cluster-name", "prod"],
+            "env": [{"name": "STATE", "value": str(state)}, {"name": "EXPIRES", "value": expires}],
+            "interactiveMode": "Never",
+            "provideClusterInfo": True,
+            **extra,
+        }
+    }
     kubeconfig.write_text(yaml.safe_dump(doc))
     return kubeconfig
 
@@ -143,14 +150,18 @@ def test_a_failing_plugin_is_one_line_naming_it_and_no_token(api: FakeKubeAPI, t
     assert not api.requests_snapshot()  # nothing was sent without a credential
 
 
-@pytest.mark.parametrize(("edit", "needle"), [
-    (lambda e: e.update(interactiveMode="Always"), "interactive terminal"),
-    (lambda e: e.update(apiVersion="client.authentication.k8s.io/v1alpha1"), "apiVersion"),
-    (lambda e: e.pop("command"), "no command"),
-    (lambda e: e.update(env=[{"name": "X"}]), "name/value"),
-])
-def test_bad_exec_sections_are_refused_when_the_kubeconfig_is_read(api: FakeKubeAPI, tmp_path: Path, edit: Any,
-                                                                    needle: str) -> None:
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda e: e.update(interactiveMode="Always"), "interactive terminal"),
+        (lambda e: e.update(apiVersion="client.authentication.k8s.io/v1alpha1"), "apiVersion"),
+        (lambda e: e.pop("command"), "no command"),
+        (lambda e: e.update(env=[{"name": "X"}]), "name/value"),
+    ],
+)
+def test_bad_exec_sections_are_refused_when_the_kubeconfig_is_read(
+    api: FakeKubeAPI, tmp_path: Path, edit: Any, needle: str
+) -> None:
     state = plugin(tmp_path)
     path = exec_kubeconfig(api.write_kubeconfig(tmp_path / "kc", token="unused"), state)
     doc = yaml.safe_load(path.read_text())
@@ -162,8 +173,11 @@ def test_bad_exec_sections_are_refused_when_the_kubeconfig_is_read(api: FakeKube
 
 def test_a_plugin_missing_from_path_says_how_to_install_it(api: FakeKubeAPI, tmp_path: Path) -> None:
     state = plugin(tmp_path)
-    path = exec_kubeconfig(api.write_kubeconfig(tmp_path / "kc", token="unused"), state,
-                           installHint="install the AWS CLI: https://aws.amazon.com/cli/")
+    path = exec_kubeconfig(
+        api.write_kubeconfig(tmp_path / "kc", token="unused"),
+        state,
+        installHint="install the AWS CLI: https://aws.amazon.com/cli/",
+    )
     doc = yaml.safe_load(path.read_text())
     next(u for u in doc["users"] if "exec" in u["user"])["user"]["exec"]["command"] = "noe-no-such-plugin"
     path.write_text(yaml.safe_dump(doc))
@@ -179,12 +193,21 @@ def test_noe_certs_runs_against_an_exec_plugin_kubeconfig(tmp_path: Path) -> Non
     with fake_kube_certs_api(tmp_path) as certs_api:
         state = plugin(tmp_path)
         (state / "token").write_text(certs_api.token)
-        kubeconfig = exec_kubeconfig(certs_api.kubeconfig(tmp_path / "kubeconfig"), state,
-                                     expires="2999-01-01T00:00:00Z")
+        kubeconfig = exec_kubeconfig(
+            certs_api.kubeconfig(tmp_path / "kubeconfig"), state, expires="2999-01-01T00:00:00Z"
+        )
         parser = argparse.ArgumentParser(prog="noe")
         add_certs_parser(parser.add_subparsers(dest="command"))
-        ns = parser.parse_args(["certs", "--namespace=noe", "--service=noe", "--secret=noe-tls",
-                                "--webhook-config=noe", f"--kubeconfig={kubeconfig}"])
+        ns = parser.parse_args(
+            [
+                "certs",
+                "--namespace=noe",
+                "--service=noe",
+                "--secret=noe-tls",
+                "--webhook-config=noe",
+                f"--kubeconfig={kubeconfig}",
+            ]
+        )
         assert run_certs(ns) == 0
         assert certs_api.requests  # it reached the API, authenticated by the plugin's token
         assert len(runs(state)) == 1  # one token for every call of the run

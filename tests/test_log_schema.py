@@ -50,7 +50,9 @@ def _pull_secret(registry: RegistryServer, user: str, password: str) -> dict[str
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
     config = {"auths": {registry.host: {"username": user, "password": password, "auth": auth}}}
     return {
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
         "metadata": {"name": "regcred", "namespace": "logs"},
         "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
     }
@@ -86,19 +88,30 @@ def test_every_line_of_a_serve_run_is_one_json_object(  # noqa: PLR0917
     user, password = basic_credentials
     kube_api.add_secret("logs", "regcred", _pull_secret(basic_registry, user, password))
     kubeconfig = kube_api.write_kubeconfig(tmp_path / "kubeconfig", token=KUBE_TOKEN)
-    noe = start_noe(tmp_path, [
-        "--kubeconfig", str(kubeconfig),
-        "--insecure-registries", "127.0.0.1:*",
-        "--workers", "1",
-        "--max-body-bytes", "65536",
-        "--log-level", "debug",  # gunicorn's configuration dump included
-        "--state-dir", str(tmp_path / "state"),
-    ], None)
+    noe = start_noe(
+        tmp_path,
+        [
+            "--kubeconfig",
+            str(kubeconfig),
+            "--insecure-registries",
+            "127.0.0.1:*",
+            "--workers",
+            "1",
+            "--max-body-bytes",
+            "65536",
+            "--log-level",
+            "debug",  # gunicorn's configuration dump included
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        None,
+    )
     good_uid, private_uid = str(uuid.uuid4()), str(uuid.uuid4())
     try:
         with noe.session() as s:
-            public = admission_review(pod([pushed_images["docker-manifest-list"].reference], namespace="logs"),
-                                      uid=good_uid)
+            public = admission_review(
+                pod([pushed_images["docker-manifest-list"].reference], namespace="logs"), uid=good_uid
+            )
             with s.post(noe.url + "/mutate", json=public, timeout=30) as resp:
                 assert resp.status_code == 200 and resp.json()["response"]["uid"] == good_uid
             private = pod([basic_pushed_images["docker-single-arm64"].reference], namespace="logs")
@@ -154,8 +167,7 @@ def test_every_line_of_a_serve_run_is_one_json_object(  # noqa: PLR0917
 def test_text_format_is_one_line_per_record(tmp_path: Path) -> None:
     """``--log-format text``: ``time level logger msg key=value…``; still one line per record."""
     state = tmp_path / "state"
-    noe = start_noe(tmp_path, ["--log-format", "text", "--workers", "1", "--state-dir", str(state)],
-                    state / "ca.crt")
+    noe = start_noe(tmp_path, ["--log-format", "text", "--workers", "1", "--state-dir", str(state)], state / "ca.crt")
     try:
         with noe.session() as s, s.post(noe.url + "/mutate", data=b"nope", timeout=10) as resp:
             assert resp.status_code == 400
@@ -180,11 +192,19 @@ def test_python_warnings_and_library_records_are_json_lines_too() -> None:
         "warnings.warn('a deprecated thing', DeprecationWarning, stacklevel=1)\n"
         "logging.getLogger('urllib3.connectionpool').warning('retrying %s', 'x')\n"
     )
-    proc = subprocess.run([sys.executable, "-W", "always", "-c", program], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-W", "always", "-c", program],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     records = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [(r["logger"], r["level"]) for r in records] == [("py.warnings", "warning"),
-                                                             ("urllib3.connectionpool", "warning")]
+    assert [(r["logger"], r["level"]) for r in records] == [
+        ("py.warnings", "warning"),
+        ("urllib3.connectionpool", "warning"),
+    ]
     assert "a deprecated thing" in records[0]["msg"] and records[1]["msg"] == "retrying x"
     assert all(r["uid"] == "uid-1" and TIME.match(r["time"]) for r in records)

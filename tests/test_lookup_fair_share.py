@@ -47,12 +47,18 @@ def hanging() -> Iterator[str]:
 
 @pytest.fixture
 def slow_registry() -> Iterator[ScriptedServer]:
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                   "digest": sha256_digest(CONFIG), "size": len(CONFIG)},
-        "layers": [],
-    }).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": sha256_digest(CONFIG),
+                "size": len(CONFIG),
+            },
+            "layers": [],
+        }
+    ).encode()
 
     def slow_manifest(_handler: Any) -> tuple[int, dict[str, str], bytes]:
         time.sleep(SLOW)
@@ -65,12 +71,16 @@ def slow_registry() -> Iterator[ScriptedServer]:
 
 
 def test_a_pod_with_thousands_of_hanging_images_does_not_delay_the_next_pod(
-    hanging: str, slow_registry: ScriptedServer,
+    hanging: str,
+    slow_registry: ScriptedServer,
 ) -> None:
     session = make_session(INSECURE)
     service = AdmissionService(
-        policy=PolicySettings(), metrics=Metrics(), deadline_seconds=DEADLINE,
-        resolver=Resolver(session, settings=INSECURE), pool_size=32,
+        policy=PolicySettings(),
+        metrics=Metrics(),
+        deadline_seconds=DEADLINE,
+        resolver=Resolver(session, settings=INSECURE),
+        pool_size=32,
     )
     try:
         greedy = admission_review(pod([f"{hanging}/img-{i}:v1" for i in range(3000)], namespace="greedy"))
@@ -96,16 +106,23 @@ def test_a_pod_with_thousands_of_hanging_images_does_not_delay_the_next_pod(
 def test_lookups_abandoned_at_the_deadline_let_go_of_the_registry(slow_registry: ScriptedServer) -> None:
     """A pod naming 40 images on a registry dripping 4 bytes/s: at the deadline its lookups hang up."""
     for i in range(40):
-        slow_registry.routes[f"/v2/drip-{i}/manifests/v1"] = lambda h: (200, {"Content-Type": OCI_MANIFEST},
-                                                                        b"{" + b" " * 4096 + b"}")
+        slow_registry.routes[f"/v2/drip-{i}/manifests/v1"] = lambda h: (
+            200,
+            {"Content-Type": OCI_MANIFEST},
+            b"{" + b" " * 4096 + b"}",
+        )
         slow_registry.drip[f"/v2/drip-{i}/manifests/v1"] = 4.0
     session = make_session(INSECURE)
     resolver = Resolver(session, settings=INSECURE)
     with pytest.raises(RegistryError):  # learn that the host speaks plain HTTP, as a running webhook has
         resolver.resolve(f"{slow_registry.host}/warm-up:v1", deadline=Deadline.after(10))
     service = AdmissionService(
-        policy=PolicySettings(), metrics=Metrics(), deadline_seconds=1.5,
-        resolver=resolver, pool_size=64, lookup_share=64,
+        policy=PolicySettings(),
+        metrics=Metrics(),
+        deadline_seconds=1.5,
+        resolver=resolver,
+        pool_size=64,
+        lookup_share=64,
     )
     try:
         review = admission_review(pod([f"{slow_registry.host}/drip-{i}:v1" for i in range(40)], namespace="drip"))

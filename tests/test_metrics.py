@@ -43,6 +43,7 @@ def test_namespaces_are_bounded_and_overlong_values_are_other() -> None:
 
 # --- names and labels that work under kube-prometheus ------------------------------------------
 
+
 def _families(metrics: Metrics) -> dict[str, set[str]]:
     """Family name -> its label names, as exposed (counters without their _total suffix)."""
     out: dict[str, set[str]] = {}
@@ -119,14 +120,28 @@ _DOC = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_tex
 # Every family adevinta/noe registers (pkg/arch/hook.go, pkg/controllers/pod.go, pkg/registry/registry.go,
 # pkg/registry/cache.go twice, pkg/httputils/monitored.go for the registry client and the /mutate handler).
 GO_NOE_FAMILIES = {
-    "noe_hook_image_pull_secret_failed_total", "noe_hook_registry_errors_total", "noe_hook_update_skip_total",
-    "noe_hook_arch_selector_injected_total", "noe_hook_preferred_architecture_not_available_total",
-    "noe_hook_node_match_injections_total", "noe_images_count", "noe_pods_deletion_total",
-    "noe_registry_requests_total", "noe_registry_responses_total", "noe_registry_errors_total",
-    "noe_registry_rate_limit_remaining", "noe_registry_rate_limit_limit", "noe_registry_rate_limit_window_seconds",
-    "noe_registry_cache_requests_total", "noe_registry_cache_responses_total",
-    "noe_registry_authentication_cache_requests_total", "noe_registry_authentication_cache_responses_total",
-    "noe_http_client_count", "noe_http_client_duration_seconds", "noe_webhook_count", "noe_webhook_duration_seconds",
+    "noe_hook_image_pull_secret_failed_total",
+    "noe_hook_registry_errors_total",
+    "noe_hook_update_skip_total",
+    "noe_hook_arch_selector_injected_total",
+    "noe_hook_preferred_architecture_not_available_total",
+    "noe_hook_node_match_injections_total",
+    "noe_images_count",
+    "noe_pods_deletion_total",
+    "noe_registry_requests_total",
+    "noe_registry_responses_total",
+    "noe_registry_errors_total",
+    "noe_registry_rate_limit_remaining",
+    "noe_registry_rate_limit_limit",
+    "noe_registry_rate_limit_window_seconds",
+    "noe_registry_cache_requests_total",
+    "noe_registry_cache_responses_total",
+    "noe_registry_authentication_cache_requests_total",
+    "noe_registry_authentication_cache_responses_total",
+    "noe_http_client_count",
+    "noe_http_client_duration_seconds",
+    "noe_webhook_count",
+    "noe_webhook_duration_seconds",
 }
 
 
@@ -190,12 +205,25 @@ def test_unreadable_pull_secrets_are_counted_per_namespace(tmp_path: Path) -> No
     settings = RegistrySettings(insecure_registries=("127.0.0.1:*",))
     session = make_session(settings)
     with start_fake_kube_api(make_ca("metrics kube CA", tmp_path / "ca"), tokens=("t",)) as api:
-        api.add_secret("team", "good", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "good"},
-                                        "type": "kubernetes.io/dockerconfigjson",
-                                        "data": {".dockerconfigjson": "e30="}})
+        api.add_secret(
+            "team",
+            "good",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "good"},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": "e30="},
+            },
+        )
         kube = KubeClient(load_kubeconfig(api.write_kubeconfig(tmp_path / "kc", token="t")), timeout=5.0)
-        service = AdmissionService(policy=PolicySettings(), metrics=metrics, deadline_seconds=3.0,
-                                   resolver=Resolver(session, settings=settings), kube=kube)
+        service = AdmissionService(
+            policy=PolicySettings(),
+            metrics=metrics,
+            deadline_seconds=3.0,
+            resolver=Resolver(session, settings=settings),
+            kube=kube,
+        )
         try:
             p = pod(["127.0.0.1:1/private/app:1"], namespace="team")
             p["spec"]["imagePullSecrets"] = [{"name": "good"}, {"name": "gone"}, {"name": "also-gone"}]

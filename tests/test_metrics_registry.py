@@ -33,11 +33,15 @@ def test_every_answered_registry_request_is_timed(
     sample = metrics.registry.get_sample_value
     # status 0: no answer (the https attempt an insecure registry refuses); those have no duration
     answered = sum(
-        s.value for f in metrics.registry.collect() for s in f.samples
+        s.value
+        for f in metrics.registry.collect()
+        for s in f.samples
         if s.name == "noe_registry_requests_total" and s.labels["registry"] == host and s.labels["status"] != "0"
     )
     timed = sum(
-        s.value for f in metrics.registry.collect() for s in f.samples
+        s.value
+        for f in metrics.registry.collect()
+        for s in f.samples
         if s.name == "noe_registry_request_duration_seconds_count" and s.labels["registry"] == host
     )
     assert answered >= 1

@@ -71,9 +71,23 @@ def test_real_process_on_the_documented_command() -> None:
     """The issue's "done when": the command a new user types, as a separate process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "noe_web.cli", "mutate", "-f", "examples/pod.yaml", "--platforms",
-         "examples/platforms.json", "--explain"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env, check=False,
+        [
+            sys.executable,
+            "-m",
+            "noe_web.cli",
+            "mutate",
+            "-f",
+            "examples/pod.yaml",
+            "--platforms",
+            "examples/platforms.json",
+            "--explain",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     explained = yaml.safe_load(proc.stdout)
@@ -84,19 +98,20 @@ def test_real_process_on_the_documented_command() -> None:
 
 
 def test_patch_output_applies_to_the_original(tmp_path: Path) -> None:
-    status, out, _ = run_cli("mutate", "-f", str(EXAMPLES / "pod.yaml"), "--platforms", PLATFORMS,
-                             "--patch", "-o", "json")
+    status, out, _ = run_cli(
+        "mutate", "-f", str(EXAMPLES / "pod.yaml"), "--platforms", PLATFORMS, "--patch", "-o", "json"
+    )
     assert status == 0
     patch = json.loads(out)
     original = yaml.safe_load((EXAMPLES / "pod.yaml").read_text())
-    status, mutated_out, _ = run_cli("mutate", "-f", str(EXAMPLES / "pod.yaml"), "--platforms", PLATFORMS,
-                                     "-o", "json")
+    status, mutated_out, _ = run_cli("mutate", "-f", str(EXAMPLES / "pod.yaml"), "--platforms", PLATFORMS, "-o", "json")
     assert apply_patch(original, patch) == json.loads(mutated_out)
 
 
 def test_admission_review_input_prints_the_webhook_response() -> None:
-    status, out, _ = run_cli("mutate", "-f", str(EXAMPLES / "admission-review.json"), "--platforms", PLATFORMS,
-                             "-o", "json")
+    status, out, _ = run_cli(
+        "mutate", "-f", str(EXAMPLES / "admission-review.json"), "--platforms", PLATFORMS, "-o", "json"
+    )
     assert status == 0
     review = json.loads(out)
     request = json.loads((EXAMPLES / "admission-review.json").read_text())["request"]
@@ -112,8 +127,7 @@ def test_admission_review_input_prints_the_webhook_response() -> None:
 def test_pod_update_review_is_left_alone(tmp_path: Path) -> None:
     pod = testing.pod(images=["nginx:1.27"])
     review = testing.admission_review(pod, operation="UPDATE")
-    status, out, _ = run_cli("mutate", "-f", write(tmp_path, "r.json", review), "--platforms", PLATFORMS,
-                             "-o", "json")
+    status, out, _ = run_cli("mutate", "-f", write(tmp_path, "r.json", review), "--platforms", PLATFORMS, "-o", "json")
     assert status == 0
     response = json.loads(out)["response"]
     assert response["allowed"] is True
@@ -131,8 +145,9 @@ def test_denied_pod_exits_3_with_the_message_on_stderr(tmp_path: Path) -> None:
 
 def test_image_missing_from_platforms_file_warns_and_never_touches_the_network(tmp_path: Path) -> None:
     pod = testing.pod(images=["nginx:1.27", "unlisted.example.invalid/x:1"])
-    status, out, _ = run_cli("mutate", "-f", write(tmp_path, "pod.json", pod), "--platforms", PLATFORMS,
-                             "--explain", "-o", "json")
+    status, out, _ = run_cli(
+        "mutate", "-f", write(tmp_path, "pod.json", pod), "--platforms", PLATFORMS, "--explain", "-o", "json"
+    )
     assert status == 0
     explained = json.loads(out)
     assert any("unlisted.example.invalid/x:1" in w for w in explained["warnings"])
@@ -141,16 +156,18 @@ def test_image_missing_from_platforms_file_warns_and_never_touches_the_network(t
 
 def test_strict_namespace_denies_an_uninspectable_image(tmp_path: Path) -> None:
     pod = testing.pod(images=["nginx:1.27", "registry.corp/team/flaky-sidecar:0.9"], namespace="payments")
-    status, _, err = run_cli("mutate", "-f", write(tmp_path, "pod.json", pod), "--platforms", PLATFORMS,
-                             "--strict-namespaces", "payments")
+    status, _, err = run_cli(
+        "mutate", "-f", write(tmp_path, "pod.json", pod), "--platforms", PLATFORMS, "--strict-namespaces", "payments"
+    )
     assert status == 3
     assert "flaky-sidecar" in err
 
 
 def test_go_style_flags_and_environment_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pod_file = str(EXAMPLES / "pod.yaml")
-    status, out, _ = run_cli("mutate", "-f", pod_file, "-platforms", PLATFORMS, "-preferred-arch=arm64",
-                             "-preference-mode", "required")
+    status, out, _ = run_cli(
+        "mutate", "-f", pod_file, "-platforms", PLATFORMS, "-preferred-arch=arm64", "-preference-mode", "required"
+    )
     assert status == 0
     assert yaml.safe_load(out)["spec"]["nodeSelector"] == {"kubernetes.io/arch": "arm64"}
     monkeypatch.setenv("NOE_PREFERRED_ARCH", "arm64")
@@ -205,8 +222,17 @@ def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, content: str, exp
 
 def test_bad_settings_and_files_exit_2(tmp_path: Path) -> None:
     pod_file = str(EXAMPLES / "pod.yaml")
-    status, _, err = run_cli("mutate", "-f", pod_file, "--platforms", PLATFORMS,
-                             "--preferred-arch", "arm64", "--cluster-schedulable-archs", "amd64")
+    status, _, err = run_cli(
+        "mutate",
+        "-f",
+        pod_file,
+        "--platforms",
+        PLATFORMS,
+        "--preferred-arch",
+        "arm64",
+        "--cluster-schedulable-archs",
+        "amd64",
+    )
     assert status == 2 and "--preferred-arch" in err
     status, _, err = run_cli("mutate", "-f", str(tmp_path / "missing.yaml"), "--platforms", PLATFORMS)
     assert status == 2 and "cannot read" in err
@@ -224,8 +250,16 @@ def test_without_platforms_file_images_are_read_from_the_registry(
     single_arm64 = pushed_images["docker-single-arm64"].reference
     pod = testing.pod(images=[multi, single_arm64])
     mark = registry.mark()
-    status, out, err = run_cli("mutate", "-f", write(tmp_path, "pod.json", pod), "--insecure-registries",
-                               registry.host, "--explain", "-o", "json")
+    status, out, err = run_cli(
+        "mutate",
+        "-f",
+        write(tmp_path, "pod.json", pod),
+        "--insecure-registries",
+        registry.host,
+        "--explain",
+        "-o",
+        "json",
+    )
     assert status == 0, err
     explained = json.loads(out)
     assert explained["commonArchitectures"] == ["arm64"]

@@ -59,16 +59,27 @@ def test_noe_charts_container_arguments_serve_tls_from_the_workdir_through_the_p
     (workdir / "tls.key").write_bytes(pair.key_file.read_bytes())
     port, metrics_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOE_", "PROMETHEUS_"))}
-    env.update({
-        "PYTHONPATH": str(ROOT), "HOME": str(tmp_path),
-        # loopback ports and a plain-HTTP mirror for the test; the arguments are the chart's own
-        "NOE_BIND": f"127.0.0.1:{port}", "NOE_METRICS_ADDR": f"127.0.0.1:{metrics_port}",
-        "NOE_INSECURE_REGISTRIES": "127.0.0.1:*", "NOE_WORKERS": "1", "NOE_STATE_DIR": str(tmp_path / "state"),
-    })
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "HOME": str(tmp_path),
+            # loopback ports and a plain-HTTP mirror for the test; the arguments are the chart's own
+            "NOE_BIND": f"127.0.0.1:{port}",
+            "NOE_METRICS_ADDR": f"127.0.0.1:{metrics_port}",
+            "NOE_INSECURE_REGISTRIES": "127.0.0.1:*",
+            "NOE_WORKERS": "1",
+            "NOE_STATE_DIR": str(tmp_path / "state"),
+        }
+    )
     out_path = tmp_path / "out.log"
     with out_path.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "noe_web", f"registry-proxies=docker.io={registry.host}"],
-                                cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "noe_web", f"registry-proxies=docker.io={registry.host}"],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         session = requests.Session()
         session.trust_env = False
@@ -83,8 +94,10 @@ def test_noe_charts_container_arguments_serve_tls_from_the_workdir_through_the_p
             except requests.RequestException:
                 time.sleep(0.1)
         context = ssl.create_default_context(cafile=str(ca.ca_file))
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-                context.wrap_socket(raw, server_hostname="localhost") as tls:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname="localhost") as tls,
+        ):
             served = tls.getpeercert(binary_form=True)
         assert served == ssl.PEM_cert_to_DER_cert((workdir / "tls.crt").read_text())
 
@@ -113,26 +126,42 @@ def test_todays_chart_arguments_mean_serve(tmp_path: Path) -> None:
     provider.write_text("{}")
     (tmp_path / "tls.crt").write_text("")
     (tmp_path / "tls.key").write_text("")
-    ns, notes = read([
-        "--registry-proxies=docker.io=proxy.corp", "--cluster-schedulable-archs=amd64,arm64", "--leader-elect=true",
-        f"--image-credential-provider-bin-dir={tmp_path}", f"--image-credential-provider-config={provider}",
-        "--private-registries=*.corp",
-    ], tmp_path)
+    ns, notes = read(
+        [
+            "--registry-proxies=docker.io=proxy.corp",
+            "--cluster-schedulable-archs=amd64,arm64",
+            "--leader-elect=true",
+            f"--image-credential-provider-bin-dir={tmp_path}",
+            f"--image-credential-provider-config={provider}",
+            "--private-registries=*.corp",
+        ],
+        tmp_path,
+    )
     assert ns.command == "serve"  # type: ignore[attr-defined]
     assert ns.cert_dir == tmp_path.resolve()  # type: ignore[attr-defined]  # controller-runtime's "./"
     assert ns.cluster_schedulable_archs == ("amd64", "arm64")  # type: ignore[attr-defined]
-    assert notes == ["--leader-elect accepted for the Go Noe's command line and ignored: "
-                     "noe elects no leader: every replica answers admissions"]
+    assert notes == [
+        "--leader-elect accepted for the Go Noe's command line and ignored: "
+        "noe elects no leader: every replica answers admissions"
+    ]
 
 
 def test_controller_runtime_flags_are_mapped_or_accepted_with_one_warning_each(tmp_path: Path) -> None:
-    ns, notes = read(["-metrics-bind-address=:9090", "--health-probe-bind-address=:8081", "--zap-log-level=debug",
-                      "--zap-encoder=console", "--zap-devel", "-leader-elect"], tmp_path)
+    ns, notes = read(
+        [
+            "-metrics-bind-address=:9090",
+            "--health-probe-bind-address=:8081",
+            "--zap-log-level=debug",
+            "--zap-encoder=console",
+            "--zap-devel",
+            "-leader-elect",
+        ],
+        tmp_path,
+    )
     assert ns.metrics_addr == ("", 9090)  # type: ignore[attr-defined]
     assert ns.log_level == "DEBUG" and ns.log_format == "text"  # type: ignore[attr-defined]
     assert ns.cert_dir is None  # type: ignore[attr-defined]  # no tls.crt here: the self-signed default
-    assert sorted(note.split()[0] for note in notes) == ["--health-probe-bind-address", "--leader-elect",
-                                                        "--zap-devel"]
+    assert sorted(note.split()[0] for note in notes) == ["--health-probe-bind-address", "--leader-elect", "--zap-devel"]
     assert all("\n" not in note for note in notes)
     ns, notes = read(["--metrics-addr=:8080", "--metrics-bind-address=:9090"], tmp_path)
     assert ns.metrics_addr == ("", 8080) and len(notes) == 1  # type: ignore[attr-defined]
@@ -142,8 +171,9 @@ def test_named_subcommands_and_mistakes_are_left_alone(tmp_path: Path) -> None:
     parser = build_parser()
     for argv in (["mutate", "registry-proxies=x=y"], ["bogus"], ["--version"], ["-h"]):
         assert noe_style_argv(argv, parser, cwd=tmp_path, environ={}) == (argv, [])
-    bogus = subprocess.run([sys.executable, "-m", "noe_web", "bogus"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=60, check=False)
+    bogus = subprocess.run(
+        [sys.executable, "-m", "noe_web", "bogus"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
     assert bogus.returncode == 2 and bogus.stderr.startswith("noe: argument COMMAND: invalid choice: 'bogus'")
     # a bare word that names no serve flag stays a (refused) argument
     args, notes = noe_style_argv(["--workers=1", "nonsense=1"], parser, cwd=tmp_path, environ={})
@@ -152,5 +182,4 @@ def test_named_subcommands_and_mistakes_are_left_alone(tmp_path: Path) -> None:
     (tmp_path / "tls.crt").write_text("")
     (tmp_path / "tls.key").write_text("")
     assert noe_style_argv([], parser, cwd=tmp_path, environ={"NOE_CERT_DIR": "/x"}) == (["serve"], [])
-    assert noe_style_argv([], parser, cwd=tmp_path, environ={}) == (["serve", f"--cert-dir={tmp_path.resolve()}"],
-                                                                     [])
+    assert noe_style_argv([], parser, cwd=tmp_path, environ={}) == (["serve", f"--cert-dir={tmp_path.resolve()}"], [])

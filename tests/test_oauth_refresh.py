@@ -54,8 +54,12 @@ def refresh_token(token_server: TokenServer) -> Iterator[str]:
 
 
 def test_identity_token_resolves_a_private_image(  # noqa: PLR0917 - pytest fixtures
-    token_registry: RegistryServer, token_server: TokenServer, token_pushed_images: dict[str, PushedImage],
-    refresh_token: str, session: requests.Session, caplog: pytest.LogCaptureFixture,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    refresh_token: str,
+    session: requests.Session,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     img = token_pushed_images["oci-single-amd64"]
@@ -84,8 +88,11 @@ def test_identity_token_resolves_a_private_image(  # noqa: PLR0917 - pytest fixt
 
 
 def test_declared_private_registry_needs_only_the_post(
-    token_registry: RegistryServer, token_server: TokenServer, token_pushed_images: dict[str, PushedImage],
-    refresh_token: str, session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    refresh_token: str,
+    session: requests.Session,
 ) -> None:
     img = token_pushed_images["docker-single-arm64"]
     settings = RegistrySettings(insecure_registries=("127.0.0.1:*",), private_registries=(token_registry.host,))
@@ -100,8 +107,11 @@ def test_declared_private_registry_needs_only_the_post(
 
 
 def test_warm_lookup_reuses_the_access_token(
-    token_registry: RegistryServer, token_server: TokenServer, token_pushed_images: dict[str, PushedImage],
-    refresh_token: str, session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    refresh_token: str,
+    session: requests.Session,
 ) -> None:
     img = token_pushed_images["oci-single-amd64"]
     ref = parse_reference(img.reference)
@@ -110,8 +120,14 @@ def test_warm_lookup_reuses_the_access_token(
     assert [c.is_refresh_token for c in credentials] == [True]
 
     def fetch() -> int:
-        return transport.fetch("GET", ref, f"manifests/{img.tag}", deadline=Deadline.after(10),
-                               credentials=credentials, accept=OCI_MANIFEST).status
+        return transport.fetch(
+            "GET",
+            ref,
+            f"manifests/{img.tag}",
+            deadline=Deadline.after(10),
+            credentials=credentials,
+            accept=OCI_MANIFEST,
+        ).status
 
     mark = token_server.mark()
     assert fetch() == 200
@@ -137,8 +153,11 @@ def test_warm_lookup_reuses_the_access_token(
 
 
 def test_wrong_refresh_token_is_an_auth_error_without_the_token(
-    token_registry: RegistryServer, token_server: TokenServer, token_pushed_images: dict[str, PushedImage],
-    session: requests.Session, caplog: pytest.LogCaptureFixture,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    session: requests.Session,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     wrong = "rt-never-issued-" + "x" * 20
@@ -146,8 +165,9 @@ def test_wrong_refresh_token_is_an_auth_error_without_the_token(
     observer = CountingObserver()
     mark = token_server.mark()
     with (
-        Resolver(session, settings=INSECURE, keychain=docker_config(token_registry.host, wrong),
-                 observer=observer) as resolver,
+        Resolver(
+            session, settings=INSECURE, keychain=docker_config(token_registry.host, wrong), observer=observer
+        ) as resolver,
         pytest.raises(AuthError) as caught,
     ):
         resolver.resolve(img.reference, deadline=Deadline.after(10))
@@ -167,25 +187,35 @@ def test_wrong_refresh_token_is_an_auth_error_without_the_token(
 
 
 def test_a_refused_identity_token_falls_through_to_the_next_credential(
-    token_registry: RegistryServer, token_server: TokenServer, token_pushed_images: dict[str, PushedImage],
-    token_credentials: tuple[str, str], session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     img = token_pushed_images["oci-single-amd64"]
-    keychain = StaticKeychain([
-        (token_registry.host, Credential(ACR_USER, "", "stale login", identity_token="rt-revoked")),
-        (token_registry.host, Credential(*token_credentials, "robot")),
-    ])
+    keychain = StaticKeychain(
+        [
+            (token_registry.host, Credential(ACR_USER, "", "stale login", identity_token="rt-revoked")),
+            (token_registry.host, Credential(*token_credentials, "robot")),
+        ]
+    )
     mark = token_server.mark()
     with Resolver(session, settings=INSECURE, keychain=keychain) as resolver:
         assert resolver.resolve(img.reference, deadline=Deadline.after(10)).digest == img.digest
     assert [(r.method, r.scheme, r.status) for r in token_server.requests_since(mark)] == [
-        ("GET", None, 200), ("POST", None, 400), ("GET", "basic", 200),
+        ("GET", None, 200),
+        ("POST", None, 400),
+        ("GET", "basic", 200),
     ]
 
 
 def test_token_server_without_oauth_support(
-    token_registry: RegistryServer, token_server: TokenServer, token_pushed_images: dict[str, PushedImage],
-    refresh_token: str, session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    refresh_token: str,
+    session: requests.Session,
 ) -> None:
     img = token_pushed_images["docker-manifest-list"]
     transport = Transport(session, settings=INSECURE)
@@ -199,7 +229,8 @@ def test_token_server_without_oauth_support(
     assert refresh_token not in str(caught.value)
     # Refused once, never retried as Basic auth or in a URL.
     assert [(r.method, r.scheme, r.status) for r in token_server.requests_since(mark)] == [
-        ("GET", None, 200), ("POST", None, 404),
+        ("GET", None, 200),
+        ("POST", None, 404),
     ]
 
 
@@ -219,7 +250,10 @@ def _everything_sent(recorder: Recorder) -> str:
 
 
 def test_refresh_token_goes_to_the_realm_only(
-    recorder: Recorder, token_server: TokenServer, refresh_token: str, session: requests.Session,
+    recorder: Recorder,
+    token_server: TokenServer,
+    refresh_token: str,
+    session: requests.Session,
 ) -> None:
     """A registry whose realm is the real token server: it gets the access token, never the refresh token."""
     challenge = f'Bearer realm="{token_server.realm}",service="{token_server.service}"'
@@ -258,12 +292,16 @@ def test_basic_challenge_skips_a_refresh_token_credential(recorder: Recorder, se
 
 
 def test_token_realm_redirect_is_not_followed_with_the_refresh_token(
-    recorder: Recorder, session: requests.Session,
+    recorder: Recorder,
+    session: requests.Session,
 ) -> None:
     secret = "rt-must-not-be-redirected"
     realm = f"http://{recorder.host}/token"
     recorder.routes["/v2/app/manifests/v1"] = lambda h: (
-        401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="s"'}, b"")
+        401,
+        {"WWW-Authenticate": f'Bearer realm="{realm}",service="s"'},
+        b"",
+    )
     recorder.routes["/token"] = lambda h: (307, {"Location": f"http://{recorder.host}/elsewhere"}, b"")
     ref = parse_reference(f"{recorder.host}/app:v1")
     settings = RegistrySettings(insecure_registries=("127.0.0.1:*",), private_registries=(recorder.host,))

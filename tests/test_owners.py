@@ -10,8 +10,14 @@ from noe_core.errors import InvalidObject
 from noe_core.owners import Owners, Workload
 
 
-def pod(name: str, owner: tuple[str, str] | None = None, *, labels: dict[str, str] | None = None,
-        namespace: str = "shop", controller: bool = True) -> dict[str, Any]:
+def pod(
+    name: str,
+    owner: tuple[str, str] | None = None,
+    *,
+    labels: dict[str, str] | None = None,
+    namespace: str = "shop",
+    controller: bool = True,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
     if owner:
         meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": controller}]
@@ -40,12 +46,14 @@ def test_cronjob_job_by_name() -> None:
 
 
 def test_known_parents_win_over_naming_rules() -> None:
-    owners = Owners.from_objects([
-        obj("ReplicaSet", "web-6d4cf56db6", ("Rollout", "web")),
-        obj("Job", "backup-28458840"),  # a Job someone named like a CronJob's
-        obj("Job", "nightly-1", ("CronJob", "nightly")),
-        obj("Service", "ignored"),
-    ])
+    owners = Owners.from_objects(
+        [
+            obj("ReplicaSet", "web-6d4cf56db6", ("Rollout", "web")),
+            obj("Job", "backup-28458840"),  # a Job someone named like a CronJob's
+            obj("Job", "nightly-1", ("CronJob", "nightly")),
+            obj("Service", "ignored"),
+        ]
+    )
     hashed = {"pod-template-hash": "6d4cf56db6"}
     assert owners.top_owner(pod("a", ("ReplicaSet", "web-6d4cf56db6"), labels=hashed)) == Workload(
         "shop", "Rollout", "web"

@@ -15,8 +15,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _tracked_copy(target: Path) -> Path:
     """A copy of the files git tracks (plus uncommitted ones), so the build sees no stale build/ or egg-info."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for name in listed:
         source = ROOT / name
         if source.is_file():
@@ -28,8 +33,13 @@ def _tracked_copy(target: Path) -> Path:
 def test_wheel_ships_the_license_and_project_urls(tmp_path: Path) -> None:
     source = _tracked_copy(tmp_path / "src")
     # Built as users and the image build do: pip, in an isolated build environment (pyproject.toml).
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
-                           str(source)], capture_output=True, text=True, check=False, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     wheel = next((tmp_path / "dist").glob("noe_webhook-*.whl"))
     with zipfile.ZipFile(wheel) as zf:

@@ -27,15 +27,44 @@ CHART = ROOT / "deploy" / "helm" / "noe"
 
 # --- the Pod Security Standards ----------------------------------------------------------------------
 
-BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
-SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes"}
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-                      "projected", "secret"}
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 
 
 def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -116,11 +145,13 @@ def restricted_violations(spec: dict[str, Any]) -> list[str]:
 
 # --- the checker itself --------------------------------------------------------------------------------
 
+
 def test_the_checker_catches_each_control() -> None:
     good: dict[str, Any] = {
         "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": False,
-                                                         "capabilities": {"drop": ["ALL"]}}}],
+        "containers": [
+            {"name": "c", "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+        ],
         "volumes": [{"name": "t", "emptyDir": {}}],
     }
     assert restricted_violations(good) == []
@@ -132,8 +163,9 @@ def test_the_checker_catches_each_control() -> None:
         lambda s: s["containers"][0]["securityContext"].__setitem__("allowPrivilegeEscalation", True),
         lambda s: s["containers"][0]["securityContext"].__setitem__("runAsNonRoot", False),
         lambda s: s["containers"][0]["securityContext"].__setitem__("runAsUser", 0),
-        lambda s: s["containers"][0]["securityContext"].__setitem__("capabilities",
-                                                                    {"drop": ["ALL"], "add": ["NET_ADMIN"]}),
+        lambda s: s["containers"][0]["securityContext"].__setitem__(
+            "capabilities", {"drop": ["ALL"], "add": ["NET_ADMIN"]}
+        ),
         lambda s: s["containers"][0]["securityContext"].__setitem__("capabilities", {}),
         lambda s: s["containers"][0]["securityContext"].__setitem__("seccompProfile", {"type": "Unconfined"}),
         lambda s: s["containers"][0].__setitem__("ports", [{"containerPort": 80, "hostPort": 80}]),
@@ -158,9 +190,11 @@ TOGGLES = {
 
 
 def _combination_values(combo: dict[str, bool]) -> dict[str, Any]:
-    values: dict[str, Any] = {"containerdConfigPathCandidates": ["/etc/containerd"],
-                              "extraVolumes": [{"name": "bundle", "configMap": {"name": "corp-ca"}}],
-                              "extraVolumeMounts": [{"name": "bundle", "mountPath": "/etc/corp-ca", "readOnly": True}]}
+    values: dict[str, Any] = {
+        "containerdConfigPathCandidates": ["/etc/containerd"],
+        "extraVolumes": [{"name": "bundle", "configMap": {"name": "corp-ca"}}],
+        "extraVolumeMounts": [{"name": "bundle", "mountPath": "/etc/corp-ca", "readOnly": True}],
+    }
     for dotted, value in combo.items():
         node = values
         *parents, leaf = dotted.split(".")
@@ -186,8 +220,9 @@ COMBOS = [dict(zip(TOGGLES, choice, strict=True)) for choice in itertools.produc
 
 
 @pytest.mark.parametrize("combo", COMBOS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
-def test_every_rendered_pod_is_restricted_unless_an_opt_in_says_otherwise(combo: dict[str, bool],
-                                                                          tmp_path: Path) -> None:
+def test_every_rendered_pod_is_restricted_unless_an_opt_in_says_otherwise(
+    combo: dict[str, bool], tmp_path: Path
+) -> None:
     values = tmp_path / "values.json"
     values.write_text(json.dumps(_combination_values(combo)))
     out = run_helm(["template", "noe", str(CHART), "--namespace", "noe-system", "-f", str(values)]).stdout
@@ -219,5 +254,6 @@ def test_default_install_mounts_nothing_from_the_node() -> None:
         assert all("hostPath" not in v for v in spec.get("volumes") or []), label
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert not [a for a in args if a.startswith(("--docker-config", "--containerd-config",
-                                                  "--image-credential-provider"))], args
+    assert not [
+        a for a in args if a.startswith(("--docker-config", "--containerd-config", "--image-credential-provider"))
+    ], args

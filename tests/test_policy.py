@@ -96,10 +96,28 @@ def test_rule1_node_name_changes_nothing_at_all() -> None:
     [
         {"node_selector": {"kubernetes.io/arch": "amd64"}},
         {"node_selector": {"beta.kubernetes.io/arch": "amd64"}},
-        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}}},
-        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["amd64"]}]}]}}}},
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}
+                        ]
+                    }
+                }
+            }
+        },
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["amd64"]}]}
+                        ]
+                    }
+                }
+            }
+        },
     ],
 )
 def test_rule2_pod_that_selects_its_architecture_is_left_alone(kwargs: dict[str, Any]) -> None:
@@ -227,8 +245,10 @@ def test_rule5_manifest_with_only_unknown_entries_is_not_inspectable() -> None:
 def test_rule5_warnings_fit_the_api_server_limit() -> None:
     image = "registry.example.com/" + "very-long-team-name/" * 8 + "app@sha256:" + "a" * 64
     reason = "registry answered 500 " + "x" * 300
-    decision = run(testing.pod(images=[image, "amd64-only:1"]), lookups={
-        **LOOKUPS, image: testing.platforms({image: reason})[image]})
+    decision = run(
+        testing.pod(images=[image, "amd64-only:1"]),
+        lookups={**LOOKUPS, image: testing.platforms({image: reason})[image]},
+    )
     (warning,) = decision.warnings
     assert len(warning) <= MAX_WARNING
     assert warning.startswith("cannot inspect registry.example.com/") and "...aaaa" in warning
@@ -268,13 +288,20 @@ def test_rule8_required_affinity_and_soft_preference_wire_shape() -> None:
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {"matchExpressions": [
-                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}
+                        ]
+                    }
                 ]
             },
             "preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 100, "preference": {"matchExpressions": [
-                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}}
+                {
+                    "weight": 100,
+                    "preference": {
+                        "matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
+                    },
+                }
             ],
         }
     }
@@ -282,10 +309,16 @@ def test_rule8_required_affinity_and_soft_preference_wire_shape() -> None:
 
 
 def test_rule8_requirement_is_anded_into_every_existing_term() -> None:
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]},
-        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]},
-    ]}}}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]},
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]},
+                ]
+            }
+        }
+    }
     pod = testing.pod(images=["amd64-only:1"], affinity=affinity)
     assert admitted(pod) == {"amd64-z1-team-a", "arm64-z2-team-b"}
     decision = run(pod)
@@ -442,7 +475,8 @@ def test_rule11_daemonset_template_is_mutated(operation: str) -> None:
     template = decision.obj["spec"]["template"]
     spec = template["spec"]
     spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
-        "matchFields"] = [{"key": "metadata.name", "operator": "In", "values": ["amd64"]}]
+        "matchFields"
+    ] = [{"key": "metadata.name", "operator": "In", "values": ["amd64"]}]
     assert admitted({"kind": "Pod", "spec": spec}) == set()
 
 
@@ -455,9 +489,17 @@ def test_rule12_dry_run_gets_the_same_answer() -> None:
 
 
 def test_decide_never_mutates_its_input() -> None:
-    pod = testing.pod(images=["multi:1"], labels={"team": "a"}, affinity={"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]}}})
+    pod = testing.pod(
+        images=["multi:1"],
+        labels={"team": "a"},
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]
+                }
+            }
+        },
+    )
     snapshot = repr(pod)
     settings = PolicySettings(match_node_labels=("team",), arch_tolerations=TOLERATIONS)
     decision = run(pod, settings)
@@ -488,5 +530,11 @@ def test_too_deep_an_object_is_invalid_for_any_kind() -> None:
         deep = [deep]
     for kind in ("Pod", "Deployment"):
         with pytest.raises(InvalidObject, match="nested more than"):
-            decide({"spec": {"deep": deep}}, kind=kind, operation="CREATE", namespace="default",
-                   lookups={}, settings=PolicySettings())
+            decide(
+                {"spec": {"deep": deep}},
+                kind=kind,
+                operation="CREATE",
+                namespace="default",
+                lookups={},
+                settings=PolicySettings(),
+            )

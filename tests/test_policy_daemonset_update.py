@@ -18,11 +18,13 @@ from noe_core.settings import ArchToleration, PolicySettings
 
 NODES = [testing.node(f"{arch}-node", arch) for arch in ("amd64", "arm64", "arm", "ppc64le")]
 TAINTED_ARM = testing.node("arm64-tainted", "arm64", taints=["arch=arm64:NoSchedule"])
-LOOKUPS = testing.platforms({
-    "app:1": ["linux/amd64"],
-    "app:2": ["linux/amd64", "linux/arm64/v8"],
-    "sidecar:1": ["linux/amd64", "linux/arm64/v8", "linux/arm/v7"],
-})
+LOOKUPS = testing.platforms(
+    {
+        "app:1": ["linux/amd64"],
+        "app:2": ["linux/amd64", "linux/arm64/v8"],
+        "sidecar:1": ["linux/amd64", "linux/arm64/v8", "linux/arm/v7"],
+    }
+)
 SETTINGS = PolicySettings(arch_tolerations=(ArchToleration("arm64", "arch", "arm64", "NoSchedule"),))
 
 
@@ -32,8 +34,7 @@ def archs(ds: dict[str, Any]) -> set[str]:
 
 
 def decide_ds(ds: dict[str, Any], operation: str, settings: PolicySettings = SETTINGS) -> Any:
-    return decide(ds, kind="DaemonSet", operation=operation, namespace="default", lookups=LOOKUPS,
-                  settings=settings)
+    return decide(ds, kind="DaemonSet", operation=operation, namespace="default", lookups=LOOKUPS, settings=settings)
 
 
 def test_update_with_new_images_widens_the_placement() -> None:
@@ -63,10 +64,16 @@ def test_update_with_narrower_images_drops_the_old_toleration() -> None:
 
 
 def test_unchanged_update_is_a_no_op_and_user_terms_survive() -> None:
-    user_affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["general"]}]},
-        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["batch"]}]},
-    ]}}}
+    user_affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["general"]}]},
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["batch"]}]},
+                ]
+            }
+        }
+    }
     original = testing.daemonset(images=["app:2"], affinity=user_affinity)
     created = decide_ds(original, "CREATE")
     again = decide_ds(created.obj, "UPDATE")
@@ -77,17 +84,20 @@ def test_unchanged_update_is_a_no_op_and_user_terms_survive() -> None:
     edited["spec"]["template"]["spec"]["containers"][0]["image"] = "app:1"
     updated = decide_ds(edited, "UPDATE")
     terms = updated.obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
     assert [t["matchExpressions"][0]["values"] for t in terms] == [["general"], ["batch"]]
-    assert all(t["matchExpressions"][1] == {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
-               for t in terms)
+    assert all(
+        t["matchExpressions"][1] == {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]} for t in terms
+    )
 
 
 def test_registry_outage_at_update_keeps_the_earlier_placement() -> None:
     created = decide_ds(testing.daemonset(images=["app:1"]), "CREATE")
     broken = testing.platforms({"app:1": "registry unavailable"})
-    updated = decide(created.obj, kind="DaemonSet", operation="UPDATE", namespace="default", lookups=broken,
-                     settings=SETTINGS)
+    updated = decide(
+        created.obj, kind="DaemonSet", operation="UPDATE", namespace="default", lookups=broken, settings=SETTINGS
+    )
     assert updated.allowed and not updated.changed
     assert archs(updated.obj) == {"amd64"}
     assert updated.warnings
@@ -103,6 +113,12 @@ def test_user_taking_over_the_architecture_is_respected() -> None:
 
 
 def test_pods_never_carry_the_record() -> None:
-    decision = decide(testing.pod(images=["app:2"]), kind="Pod", operation="CREATE", namespace="default",
-                      lookups=LOOKUPS, settings=SETTINGS)
+    decision = decide(
+        testing.pod(images=["app:2"]),
+        kind="Pod",
+        operation="CREATE",
+        namespace="default",
+        lookups=LOOKUPS,
+        settings=SETTINGS,
+    )
     assert PLACEMENT_ANNOTATION not in (decision.obj["metadata"].get("annotations") or {})

@@ -12,8 +12,14 @@ from noe_core.settings import PolicySettings
 
 
 def _decide(pod: dict[str, object], lookups: dict[str, object], **settings: object) -> object:
-    return decide(pod, kind="Pod", operation="CREATE", namespace="apps", lookups=lookups,  # type: ignore[arg-type]
-                  settings=PolicySettings(**settings))  # type: ignore[arg-type]
+    return decide(
+        pod,
+        kind="Pod",
+        operation="CREATE",
+        namespace="apps",
+        lookups=lookups,  # type: ignore[arg-type]
+        settings=PolicySettings(**settings),
+    )  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("architecture", ["ARM64 --evil!", "arm64;reboot", "a" * 300, "arm 64", "-arm64"])
@@ -30,16 +36,21 @@ def test_an_image_with_only_unusable_entries_cannot_be_inspected_and_strict_deni
     hostile = {"app:1": ImagePlatforms((Platform.of("linux", "arm64;reboot"),))}
     decision = _decide(testing.pod(["app:1"]), hostile)
     assert decision.allowed and not decision.changed  # type: ignore[attr-defined]
-    assert any(w.startswith("cannot inspect app:1: its manifest names no usable platform (not label values: "
-                            "linux/arm64;reboot") for w in decision.warnings)  # type: ignore[attr-defined]
+    assert any(
+        w.startswith(
+            "cannot inspect app:1: its manifest names no usable platform (not label values: linux/arm64;reboot"
+        )
+        for w in decision.warnings
+    )  # type: ignore[attr-defined]
     strict = _decide(testing.pod(["app:1"]), hostile, strict_namespaces=frozenset({"apps"}))
     assert not strict.allowed  # type: ignore[attr-defined]
     assert "arm64;reboot" in strict.message  # type: ignore[attr-defined]
 
 
 def test_variant_and_os_are_checked_too() -> None:
-    hostile = ImagePlatforms((Platform.of("linux", "amd64"), Platform.of("linux", "arm", "v7 x"),
-                              Platform.of("linux\x1b[2J", "arm64")))
+    hostile = ImagePlatforms(
+        (Platform.of("linux", "amd64"), Platform.of("linux", "arm", "v7 x"), Platform.of("linux\x1b[2J", "arm64"))
+    )
     decision = _decide(testing.pod(["app:1"]), {"app:1": hostile})
     assert decision.common == ("amd64",)  # type: ignore[attr-defined]
 
@@ -50,8 +61,10 @@ def test_control_and_bidi_characters_are_escaped_in_warnings_and_deny_messages()
     (warning,) = decision.warnings  # type: ignore[attr-defined]
     assert "\x1b" not in warning and "\u202e" not in warning
     assert "evil\\x1b[2J\\u202eimage:1" in warning and len(warning) <= MAX_WARNING
-    denied = _decide(testing.pod([image, "x86:1"]), {image: ImagePlatforms.of("linux/arm64"),
-                                                     "x86:1": ImagePlatforms.of("linux/amd64")})
+    denied = _decide(
+        testing.pod([image, "x86:1"]),
+        {image: ImagePlatforms.of("linux/arm64"), "x86:1": ImagePlatforms.of("linux/amd64")},
+    )
     assert not denied.allowed  # type: ignore[attr-defined]
     assert "\x1b" not in denied.message and "evil\\x1b[2J\\u202eimage:1: arm64" in denied.message  # type: ignore
 

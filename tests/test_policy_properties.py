@@ -98,14 +98,25 @@ TOLERATION = st.sampled_from(
 
 @st.composite
 def pods(draw: st.DrawFn) -> dict[str, Any]:
-    labels = draw(st.dictionaries(st.sampled_from(["team", "zone", PREFERRED_ARCH_LABEL]),
-                                  st.sampled_from(["a", "b", "z1", "amd64", "arm64", "arm"]), max_size=3))
-    selector = draw(st.dictionaries(st.sampled_from(["zone", "team", "kubernetes.io/arch"]),
-                                    st.sampled_from(["z1", "a", "amd64", "arm64"]), max_size=2))
+    labels = draw(
+        st.dictionaries(
+            st.sampled_from(["team", "zone", PREFERRED_ARCH_LABEL]),
+            st.sampled_from(["a", "b", "z1", "amd64", "arm64", "arm"]),
+            max_size=3,
+        )
+    )
+    selector = draw(
+        st.dictionaries(
+            st.sampled_from(["zone", "team", "kubernetes.io/arch"]),
+            st.sampled_from(["z1", "a", "amd64", "arm64"]),
+            max_size=2,
+        )
+    )
     terms = draw(TERMS)
     affinity = (
         {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
-        if terms else None
+        if terms
+        else None
     )
     return testing.pod(
         images=draw(st.lists(st.sampled_from(sorted(LOOKUPS)), max_size=3)),
@@ -152,8 +163,14 @@ def test_never_admits_an_architecture_outside_common(pod: dict[str, Any], policy
 
 
 @BOUNDED
-@given(pod=pods(), policy=POLICIES.map(lambda p: PolicySettings(
-    preferred_arch=p.preferred_arch, preference_mode=p.preference_mode, arch_tolerations=p.arch_tolerations)))
+@given(
+    pod=pods(),
+    policy=POLICIES.map(
+        lambda p: PolicySettings(
+            preferred_arch=p.preferred_arch, preference_mode=p.preference_mode, arch_tolerations=p.arch_tolerations
+        )
+    ),
+)
 def test_allowed_architectures_keep_the_original_placement(pod: dict[str, Any], policy: PolicySettings) -> None:
     decision = _decide(pod, policy)
     if not decision.allowed or decision.common is None:
@@ -172,9 +189,7 @@ def test_allowed_architectures_keep_the_original_placement(pod: dict[str, Any], 
 
 @BOUNDED
 @given(pod=pods(), policy=POLICIES)
-def test_patch_reproduces_the_mutation_and_mutation_is_idempotent(
-    pod: dict[str, Any], policy: PolicySettings
-) -> None:
+def test_patch_reproduces_the_mutation_and_mutation_is_idempotent(pod: dict[str, Any], policy: PolicySettings) -> None:
     snapshot = repr(pod)
     decision = _decide(pod, policy)
     assert repr(pod) == snapshot

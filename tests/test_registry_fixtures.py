@@ -314,8 +314,13 @@ def test_token_server_oauth2_refresh_token_grant(
     img = token_pushed_images["oci-single-amd64"]
     refresh = token_server.add_refresh_token("bob")
     scope = f"repository:{img.repository}:pull"
-    form = {"grant_type": "refresh_token", "refresh_token": refresh, "service": token_server.service,
-            "scope": scope, "client_id": "noe-test"}
+    form = {
+        "grant_type": "refresh_token",
+        "refresh_token": refresh,
+        "service": token_server.service,
+        "scope": scope,
+        "client_id": "noe-test",
+    }
     mark = token_server.mark()
     with http.post(token_server.realm, data=form, timeout=5) as resp:
         assert resp.status_code == 200

@@ -26,8 +26,9 @@ def test_missing_and_directory_candidates_are_skipped(tmp_path: Path, caplog: py
     directory = tmp_path / "config.json"  # what a hostPath of type "" leaves behind for an absent file
     directory.mkdir()
     caplog.set_level(logging.INFO)
-    keychain = node_keychain_from_args(parse("--docker-config", str(missing), "--docker-config", str(directory),
-                                             "--containerd-config", str(directory)))
+    keychain = node_keychain_from_args(
+        parse("--docker-config", str(missing), "--docker-config", str(directory), "--containerd-config", str(directory))
+    )
     assert keychain is ANONYMOUS
     assert any("not a readable file" in record.getMessage() for record in caplog.records)
 
@@ -36,8 +37,9 @@ def test_a_readable_candidate_among_missing_ones_is_used(tmp_path: Path) -> None
     config = tmp_path / "config.json"
     auth = base64.b64encode(b"robot:s3cret-value").decode()
     config.write_text(json.dumps({"auths": {"registry.corp": {"auth": auth}}}))
-    keychain = node_keychain_from_args(parse("--docker-config", str(tmp_path / "nope.json"),
-                                             "--docker-config", str(config)))
+    keychain = node_keychain_from_args(
+        parse("--docker-config", str(tmp_path / "nope.json"), "--docker-config", str(config))
+    )
     credentials = keychain.resolve(parse_reference("registry.corp/team/app:1"))
     assert [c.username for c in credentials] == ["robot"]
     assert not keychain.resolve(parse_reference("other.example/app:1"))

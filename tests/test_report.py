@@ -52,9 +52,12 @@ def expected_status(work: TrueWorkload, truth: Truth, arch: str) -> str:
 
 def figures(items: list[TrueWorkload]) -> dict[str, Any]:
     cpu = sum(w.cpu_millis for w in items)
-    return {"workloads": len(items), "pods": sum(w.pods for w in items),
-            "cpu_cores": cpu // 1000 if cpu % 1000 == 0 else cpu / 1000,
-            "memory_bytes": sum(w.memory_bytes for w in items)}
+    return {
+        "workloads": len(items),
+        "pods": sum(w.pods for w in items),
+        "cpu_cores": cpu // 1000 if cpu % 1000 == 0 else cpu / 1000,
+        "memory_bytes": sum(w.memory_bytes for w in items),
+    }
 
 
 def expected_totals(items: list[TrueWorkload], truth: Truth) -> dict[str, Any]:
@@ -74,8 +77,21 @@ def test_5000_pods_match_the_independent_computation(cluster: tuple[Path, Path, 
     out_file = tmp_path / "report.json"
     with out_file.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "noe_web", "report", "-f", str(cluster_file), "--platforms", str(platforms),
-             "-o", "json"], stdout=sink, stderr=subprocess.PIPE, cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "noe_web",
+                "report",
+                "-f",
+                str(cluster_file),
+                "--platforms",
+                str(platforms),
+                "-o",
+                "json",
+            ],
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
         )
         _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.monotonic() - started
@@ -167,8 +183,12 @@ def test_table_ranks_the_images_that_block_most_cpu_from_arm64(cluster: tuple[Pa
 
 
 def _pod(name: str, image: str, **meta: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop", **meta},
-            "spec": {"containers": [{"name": "c", "image": image, "resources": {"requests": {"cpu": "1"}}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop", **meta},
+        "spec": {"containers": [{"name": "c", "image": image, "resources": {"requests": {"cpu": "1"}}}]},
+    }
 
 
 def test_yaml_documents_on_stdin_with_the_owners_they_carry(tmp_path: Path) -> None:
@@ -177,15 +197,26 @@ def test_yaml_documents_on_stdin_with_the_owners_they_carry(tmp_path: Path) -> N
     import yaml
 
     docs = [
-        _pod("web-abc-1", "arm:1", labels={"pod-template-hash": "abc"},
-             ownerReferences=[{"kind": "ReplicaSet", "name": "web-abc", "controller": True}]),
-        {"kind": "ReplicaSet", "metadata": {"name": "web-abc", "namespace": "shop",
-                                            "ownerReferences": [{"kind": "Rollout", "name": "web"}]}},
+        _pod(
+            "web-abc-1",
+            "arm:1",
+            labels={"pod-template-hash": "abc"},
+            ownerReferences=[{"kind": "ReplicaSet", "name": "web-abc", "controller": True}],
+        ),
+        {
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": "web-abc",
+                "namespace": "shop",
+                "ownerReferences": [{"kind": "Rollout", "name": "web"}],
+            },
+        },
         _pod("solo", "multi:1"),
         {"kind": "Service", "metadata": {"name": "web", "namespace": "shop"}},
     ]
-    code, out, err = run(["report", "-f", "-", "--platforms", str(platforms), "-o", "json"],
-                         stdin=yaml.safe_dump_all(docs))
+    code, out, err = run(
+        ["report", "-f", "-", "--platforms", str(platforms), "-o", "json"], stdin=yaml.safe_dump_all(docs)
+    )
     assert code == 0
     assert "skipped 1 objects that are not Pods, ReplicaSets or Jobs (Service: 1)" in err
     report = json.loads(out)
@@ -201,14 +232,26 @@ def test_schedulable_archs_and_system_os_are_the_webhooks_flags(tmp_path: Path) 
     platforms.write_text(json.dumps({"a:1": ["linux/amd64", "windows/arm64", "linux/riscv64"]}))
     pod = tmp_path / "pod.json"
     pod.write_text(json.dumps(_pod("x", "a:1")))
-    code, out, _ = run(["report", "-f", str(pod), "--platforms", str(platforms), "-o", "json",
-                        "--cluster-schedulable-archs", "arm64,riscv64"])
+    code, out, _ = run(
+        [
+            "report",
+            "-f",
+            str(pod),
+            "--platforms",
+            str(platforms),
+            "-o",
+            "json",
+            "--cluster-schedulable-archs",
+            "arm64,riscv64",
+        ]
+    )
     assert code == 0
     report = json.loads(out)
     assert report["architectures"] == ["arm64", "riscv64"]
     assert report["workloads"][0]["status"] == {"arm64": "blocked", "riscv64": "runnable"}
-    code, out, _ = run(["report", "-f", str(pod), "--platforms", str(platforms), "-o", "json",
-                        "--system-os", "windows"])
+    code, out, _ = run(
+        ["report", "-f", str(pod), "--platforms", str(platforms), "-o", "json", "--system-os", "windows"]
+    )
     assert json.loads(out)["workloads"][0]["status"] == {"amd64": "blocked", "arm64": "runnable"}
 
 
@@ -217,12 +260,21 @@ def test_schedulable_archs_and_system_os_are_the_webhooks_flags(tmp_path: Path) 
     [
         (None, [], "cannot read"),
         ("{not json: [", [], "neither JSON nor valid YAML"),
-        (json.dumps(_pod("x", "a:1") | {"spec": {"containers": [{"image": "a", "resources": {
-            "requests": {"memory": "12 GB"}}}]}}), [], "Pod shop/x: spec.containers[0].resources.requests.memory"),
+        (
+            json.dumps(
+                _pod("x", "a:1")
+                | {"spec": {"containers": [{"image": "a", "resources": {"requests": {"memory": "12 GB"}}}]}}
+            ),
+            [],
+            "Pod shop/x: spec.containers[0].resources.requests.memory",
+        ),
         (json.dumps({"kind": "Pod", "metadata": {}}), [], "a Pod has no metadata.name"),
         (json.dumps(_pod("x", "a:1")), ["--concurrency", "0"], "argument --concurrency: '0' must be from 1 to 256"),
-        (json.dumps(_pod("x", "a:1")), ["--platforms", "/nonexistent.json"],
-         "--platforms: '/nonexistent.json' is not an existing file"),
+        (
+            json.dumps(_pod("x", "a:1")),
+            ["--platforms", "/nonexistent.json"],
+            "--platforms: '/nonexistent.json' is not an existing file",
+        ),
         (json.dumps(_pod("x", "a:1")), ["--cluster-schedulable-archs", "arm 64"], "--cluster-schedulable-archs"),
     ],
 )
@@ -238,8 +290,18 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, content: str | None, ar
 
 def test_progress_bar_only_on_a_terminal(cluster: tuple[Path, Path, Truth]) -> None:
     cluster_file, platforms, truth = cluster
-    args = [sys.executable, "-m", "noe_web", "report", "-f", str(cluster_file), "--platforms", str(platforms),
-            "-o", "json"]
+    args = [
+        sys.executable,
+        "-m",
+        "noe_web",
+        "report",
+        "-f",
+        str(cluster_file),
+        "--platforms",
+        str(platforms),
+        "-o",
+        "json",
+    ]
     piped = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, check=False)
     assert piped.returncode == 0 and piped.stderr == ""
     master, slave = pty.openpty()
@@ -267,9 +329,7 @@ def test_progress_bar_only_on_a_terminal(cluster: tuple[Path, Path, Truth]) -> N
     assert f"0/{count} ".encode() in seen, seen[-300:]  # the bar, with the number of images to look up
 
 
-def test_html_without_the_report_extra_says_what_to_install(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_html_without_the_report_extra_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pygal", None)  # as if not installed
     monkeypatch.delitem(sys.modules, "noe_web.report_html", raising=False)
     path, platforms = tmp_path / "pod.json", tmp_path / "p.json"

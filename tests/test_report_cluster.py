@@ -47,14 +47,23 @@ def kubeconfig(api: FakeKubeAPI, tmp_path: Path, token: str = TOKEN) -> str:
     return str(api.write_kubeconfig(tmp_path / "kubeconfig", token=token))
 
 
-def pod(namespace: str, name: str, images: list[str], *, owner: tuple[str, str] | None = None,
-        secrets: tuple[str, ...] = (), labels: dict[str, str] | None = None) -> dict[str, Any]:
+def pod(
+    namespace: str,
+    name: str,
+    images: list[str],
+    *,
+    owner: tuple[str, str] | None = None,
+    secrets: tuple[str, ...] = (),
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
     if owner:
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": owner[0], "name": owner[1], "controller": True}]
     spec: dict[str, Any] = {
-        "containers": [{"name": f"c{i}", "image": image, "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}
-                       for i, image in enumerate(images)],
+        "containers": [
+            {"name": f"c{i}", "image": image, "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}
+            for i, image in enumerate(images)
+        ],
     }
     if secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in secrets]
@@ -70,22 +79,29 @@ def owned(kind: str, namespace: str, name: str, owner: tuple[str, str] | None) -
 
 def test_pages_of_pods_and_their_owners_from_the_api(api: FakeKubeAPI, tmp_path: Path) -> None:
     pods = [pod(f"ns-{i % 3}", f"web-{i}", ["multi:1"], owner=("ReplicaSet", f"web-rs-{i % 3}")) for i in range(1100)]
-    pods += [pod("ns-0", "nightly-abc", ["amd:1"], owner=("Job", "nightly-run-7")),
-             pod("ns-0", "debug", ["arm:1"])]
+    pods += [pod("ns-0", "nightly-abc", ["amd:1"], owner=("Job", "nightly-run-7")), pod("ns-0", "debug", ["arm:1"])]
     api.add_objects("pods", pods)
-    api.add_objects("replicasets", [owned("ReplicaSet", f"ns-{i}", f"web-rs-{i}", ("Deployment", "web"))
-                                    for i in range(3)])
+    api.add_objects(
+        "replicasets", [owned("ReplicaSet", f"ns-{i}", f"web-rs-{i}", ("Deployment", "web")) for i in range(3)]
+    )
     api.add_objects("jobs", [owned("Job", "ns-0", "nightly-run-7", ("CronJob", "nightly"))])
     platforms = tmp_path / "p.json"
-    platforms.write_text(json.dumps({"multi:1": ["linux/amd64", "linux/arm64"], "amd:1": ["linux/amd64"],
-                                     "arm:1": ["linux/arm64"]}))
-    code, out, err = run(["report", "--kubeconfig", kubeconfig(api, tmp_path), "--platforms", str(platforms),
-                          "-o", "json"])
+    platforms.write_text(
+        json.dumps({"multi:1": ["linux/amd64", "linux/arm64"], "amd:1": ["linux/amd64"], "arm:1": ["linux/arm64"]})
+    )
+    code, out, err = run(
+        ["report", "--kubeconfig", kubeconfig(api, tmp_path), "--platforms", str(platforms), "-o", "json"]
+    )
     assert code == 0, err
     report = json.loads(out)
     rows = {(w["namespace"], w["kind"], w["name"]): w for w in report["workloads"]}
-    assert set(rows) == {("ns-0", "Deployment", "web"), ("ns-1", "Deployment", "web"), ("ns-2", "Deployment", "web"),
-                         ("ns-0", "CronJob", "nightly"), ("ns-0", "Pod", "debug")}
+    assert set(rows) == {
+        ("ns-0", "Deployment", "web"),
+        ("ns-1", "Deployment", "web"),
+        ("ns-2", "Deployment", "web"),
+        ("ns-0", "CronJob", "nightly"),
+        ("ns-0", "Pod", "debug"),
+    }
     assert sum(rows[(f"ns-{i}", "Deployment", "web")]["pods"] for i in range(3)) == 1100
     assert rows[("ns-0", "CronJob", "nightly")]["status"] == {"amd64": "runnable", "arm64": "blocked"}
     assert report["totals"]["cpu_cores"] == 1102 * 0.25
@@ -105,8 +121,9 @@ def test_one_namespace_and_no_owner_lists_when_none_is_needed(api: FakeKubeAPI, 
     api.add_objects("pods", [pod("a", "x", ["multi:1"]), pod("b", "y", ["multi:1"])])
     platforms = tmp_path / "p.json"
     platforms.write_text(json.dumps({"multi:1": ["linux/amd64", "linux/arm64"]}))
-    code, out, err = run(["report", "--kubeconfig", kubeconfig(api, tmp_path), "--platforms", str(platforms),
-                          "-n", "b", "-o", "json"])
+    code, out, err = run(
+        ["report", "--kubeconfig", kubeconfig(api, tmp_path), "--platforms", str(platforms), "-n", "b", "-o", "json"]
+    )
     assert code == 0, err
     assert [w["name"] for w in json.loads(out)["workloads"]] == ["y"]
     assert [r.path.split("?")[0] for r in api.requests_snapshot()] == ["/api/v1/namespaces/b/pods"]
@@ -120,8 +137,9 @@ def test_one_namespace_and_no_owner_lists_when_none_is_needed(api: FakeKubeAPI, 
         (lambda api: setattr(api.state, "expire_continue", True), TOKEN, "run again"),
     ],
 )
-def test_api_failures_exit_1_with_one_line(api: FakeKubeAPI, tmp_path: Path, setup: Any, token: str,
-                                           message: str) -> None:
+def test_api_failures_exit_1_with_one_line(
+    api: FakeKubeAPI, tmp_path: Path, setup: Any, token: str, message: str
+) -> None:
     api.add_objects("pods", [pod("a", f"p{i}", ["x:1"]) for i in range(600)])
     setup(api)
     code, out, err = run(["report", "--kubeconfig", kubeconfig(api, tmp_path, token), "-o", "json"])
@@ -145,8 +163,9 @@ def test_no_api_configured_is_bad_input(tmp_path: Path) -> None:
 def test_every_registry_lookup_failing_exits_1_after_the_report(tmp_path: Path) -> None:
     path = tmp_path / "pods.json"
     path.write_text(json.dumps(pod("a", "x", ["127.0.0.1:9/nothing/here:1", "127.0.0.1:9/nor/there:2"])))
-    code, out, err = run(["report", "-f", str(path), "--insecure-registries", "127.0.0.1:*", "--lookup-timeout", "5",
-                          "-o", "json"])
+    code, out, err = run(
+        ["report", "-f", str(path), "--insecure-registries", "127.0.0.1:*", "--lookup-timeout", "5", "-o", "json"]
+    )
     assert code == 1
     assert "every registry lookup failed (2 images)" in err
     workload = json.loads(out)["workloads"][0]
@@ -159,9 +178,13 @@ def test_every_registry_lookup_failing_exits_1_after_the_report(tmp_path: Path) 
 def pull_secret(registry: RegistryServer, user: str, password: str) -> dict[str, Any]:
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
     config = json.dumps({"auths": {registry.host: {"auth": auth}}})
-    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-            "metadata": {"name": "regcred", "namespace": "shop"},
-            "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": "regcred", "namespace": "shop"},
+        "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()},
+    }
 
 
 @pytest.mark.registry
@@ -189,11 +212,11 @@ def test_seven_shapes_public_and_private_by_tag_and_digest(
     # a private image no pod with the secret uses: nothing it could borrow credentials or a cached answer from
     lone = push_oci_single(token_registry, make_repo("private/"), "v1")
     pods.append(pod("other", "no-secret", [lone.reference]))
-    pods.append(pod("other", "missing-secret", [token_public_images["nested-index"].reference],
-                    secrets=("gone",)))
+    pods.append(pod("other", "missing-secret", [token_public_images["nested-index"].reference], secrets=("gone",)))
     api.add_objects("pods", pods)
-    code, out, err = run(["report", "--kubeconfig", kubeconfig(api, tmp_path), "-o", "json",
-                          "--insecure-registries", "127.0.0.1:*"])
+    code, out, err = run(
+        ["report", "--kubeconfig", kubeconfig(api, tmp_path), "-o", "json", "--insecure-registries", "127.0.0.1:*"]
+    )
     assert code == 0, err
     report = json.loads(out)
     rows = {w["name"]: w for w in report["workloads"]}

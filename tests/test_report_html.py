@@ -34,8 +34,9 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]
     directory = tmp_path_factory.mktemp("html")
     cluster, platforms, _ = generate(directory, pods=1200, namespaces=12)
     out = directory / "report.html"
-    code, stdout, err = run(["report", "-f", str(cluster), "--platforms", str(platforms), "--html", str(out),
-                             "-o", "json"])
+    code, stdout, err = run(
+        ["report", "-f", str(cluster), "--platforms", str(platforms), "--html", str(out), "-o", "json"]
+    )
     assert code == 0, err
     return out, json.loads(stdout)
 
@@ -52,8 +53,10 @@ class _Links(html.parser.HTMLParser):
         if tag == "script":
             self.scripts += 1
         for name, value in attrs:
-            if name in ("src", "href", "xlink:href", "srcset", "poster", "data") and value and not value.startswith(
-                ("data:", "#")
+            if (
+                name in ("src", "href", "xlink:href", "srcset", "poster", "data")
+                and value
+                and not value.startswith(("data:", "#"))
             ):
                 self.fetches.append(f"{tag} {name}={value}")
 
@@ -67,9 +70,7 @@ def test_page_references_nothing_outside_itself(page: tuple[Path, dict[str, Any]
     assert text.count("<svg") == 4  # per architecture: namespaces, and the images that block it
 
 
-def test_chromium_shows_the_charts_and_makes_no_request(
-    page: tuple[Path, dict[str, Any]], tmp_path: Path
-) -> None:
+def test_chromium_shows_the_charts_and_makes_no_request(page: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     path, report = page
     url = path.as_uri()
     result = open_page(url, CHARTS_SCRIPT)

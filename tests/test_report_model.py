@@ -21,13 +21,22 @@ LOOKUPS = {
 }
 
 
-def pod(name: str, images: list[str], cpu: str = "1", *, namespace: str = "ns", phase: str = "Running",
-        owner: tuple[str, str] | None = None) -> dict[str, Any]:
+def pod(
+    name: str,
+    images: list[str],
+    cpu: str = "1",
+    *,
+    namespace: str = "ns",
+    phase: str = "Running",
+    owner: tuple[str, str] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if owner:
         meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
-    containers = [{"name": f"c{i}", "image": image, "resources": {"requests": {"cpu": cpu, "memory": "1Mi"}}}
-                  for i, image in enumerate(images)]
+    containers = [
+        {"name": f"c{i}", "image": image, "resources": {"requests": {"cpu": cpu, "memory": "1Mi"}}}
+        for i, image in enumerate(images)
+    ]
     return {"metadata": meta, "spec": {"containers": containers}, "status": {"phase": phase}}
 
 
@@ -72,8 +81,10 @@ def test_statuses_blocking_and_unknown() -> None:
 
 
 def test_finished_pods_keep_their_workload_but_hold_nothing() -> None:
-    result = report(pod("job-1", ["multi"], phase="Succeeded", owner=("Job", "j")),
-                    pod("job-2", ["multi"], phase="Failed", owner=("Job", "j")))
+    result = report(
+        pod("job-1", ["multi"], phase="Succeeded", owner=("Job", "j")),
+        pod("job-2", ["multi"], phase="Failed", owner=("Job", "j")),
+    )
     (only,) = result.workloads
     assert only.workload == Workload("ns", "Job", "j") and only.pods == 0
     assert result.totals.all == Figures(1, 0, 0, 0)
@@ -89,8 +100,17 @@ def test_blockers_ranked_by_cpu_then_pods_then_name() -> None:
     lookups = {**LOOKUPS, "amd2": LOOKUPS["amd"], "amd3": LOOKUPS["amd"]}
     owners = Owners()
     # amd and amd2 both keep 4 cores from arm64; amd over 2 pods, amd2 over 2 as well: the name decides
-    pods = [read_pod(p, owners) for p in (pod("x", ["amd"], "3"), pod("y", ["amd"], "1"), pod("w", ["amd2"], "2"),
-                                           pod("v", ["amd2"], "2"), pod("u", ["amd3"], "5"), pod("t", ["broken"], "9"))]
+    pods = [
+        read_pod(p, owners)
+        for p in (
+            pod("x", ["amd"], "3"),
+            pod("y", ["amd"], "1"),
+            pod("w", ["amd2"], "2"),
+            pod("v", ["amd2"], "2"),
+            pod("u", ["amd3"], "5"),
+            pod("t", ["broken"], "9"),
+        )
+    ]
     ranked = build_report(pods, lookups, PolicySettings()).top_blockers("arm64")
     assert [i.image for i in ranked] == ["amd3", "amd", "amd2"]
     assert ranked[1].blocking["arm64"] == Figures(2, 2, 4000, 2 * 2**20)
@@ -100,12 +120,25 @@ def test_json_shape_is_stable() -> None:
     data = report(pod("a", ["multi", "broken"]), pod("b", ["arm"])).to_json()
     assert list(data) == ["architectures", "system_os", "totals", "namespaces", "workloads", "images"]
     assert list(data["totals"]) == ["workloads", "pods", "cpu_cores", "memory_bytes", "runnable", "blocked", "unknown"]
-    assert list(data["workloads"][0]) == ["namespace", "kind", "name", "pods", "images", "architectures", "status",
-                                          "blocking", "cpu_cores", "memory_bytes", "error"]
-    assert data["images"][0] == {"image": "arm", "architectures": ["arm64"],
-                                 "workloads": [{"namespace": "ns", "kind": "Pod", "name": "b"}],
-                                 "blocking": {"amd64": {"workloads": 1, "pods": 1, "cpu_cores": 1,
-                                                        "memory_bytes": 2**20}}}
+    assert list(data["workloads"][0]) == [
+        "namespace",
+        "kind",
+        "name",
+        "pods",
+        "images",
+        "architectures",
+        "status",
+        "blocking",
+        "cpu_cores",
+        "memory_bytes",
+        "error",
+    ]
+    assert data["images"][0] == {
+        "image": "arm",
+        "architectures": ["arm64"],
+        "workloads": [{"namespace": "ns", "kind": "Pod", "name": "b"}],
+        "blocking": {"amd64": {"workloads": 1, "pods": 1, "cpu_cores": 1, "memory_bytes": 2**20}},
+    }
     assert data["images"][1]["error"] == "registry answered 500" and "architectures" not in data["images"][1]
 
 
@@ -113,6 +146,9 @@ def test_read_pod_names_the_pod() -> None:
     bad = pod("p", ["multi"], "lots")
     with pytest.raises(InvalidObject, match=r"^Pod ns/p: spec\.containers\[0\]\.resources\.requests\.cpu"):
         read_pod(bad, Owners())
-    entry = read_pod(pod("q", ["multi"]) | {"spec": {"containers": [{"image": "multi"}],
-                                                     "imagePullSecrets": [{"name": "r"}, {"name": "r"}, {}]}}, Owners())
+    entry = read_pod(
+        pod("q", ["multi"])
+        | {"spec": {"containers": [{"image": "multi"}], "imagePullSecrets": [{"name": "r"}, {"name": "r"}, {}]}},
+        Owners(),
+    )
     assert entry.pull_secrets == ("r",)

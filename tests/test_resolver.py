@@ -111,8 +111,9 @@ def test_cold_then_warm_lookup_of_each_shape(
         assert again == info
 
 
-def test_deleted_child_is_dropped_and_nested_index_followed(pushed_images: dict[str, PushedImage],
-                                                            session: requests.Session) -> None:
+def test_deleted_child_is_dropped_and_nested_index_followed(
+    pushed_images: dict[str, PushedImage], session: requests.Session
+) -> None:
     resolver, _ = make_resolver(session)
     with resolver:
         deleted = resolver.resolve(pushed_images["index-deleted-child"].reference, deadline=Deadline.after(20))
@@ -215,8 +216,7 @@ def test_digest_pinned_reference_resolves_the_digest_not_the_tag(
         info = resolver.resolve(f"{registry.host}/{unique_repo}:v1@{arm.digest}", deadline=Deadline.after(20))
         assert info.digest == arm.digest
         assert keys(info) == ["linux/arm64/v8"]
-        assert all(f"manifests/{arm.digest}" in e.path or "/blobs/" in e.path
-                   for e in registry.requests_since(mark))
+        assert all(f"manifests/{arm.digest}" in e.path or "/blobs/" in e.path for e in registry.requests_since(mark))
         latest = resolver.resolve(registry.ref(unique_repo, "v1"), deadline=Deadline.after(20))
         assert keys(latest) == ["linux/amd64"]
 
@@ -278,8 +278,10 @@ def test_registry_proxies_send_requests_to_the_mirror(
 
 
 def test_basic_auth_registry(
-    basic_registry: RegistryServer, basic_pushed_images: dict[str, PushedImage],
-    basic_credentials: tuple[str, str], session: requests.Session,
+    basic_registry: RegistryServer,
+    basic_pushed_images: dict[str, PushedImage],
+    basic_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     user, password = basic_credentials
     keychain = StaticKeychain([(basic_registry.host, Credential(user, password, "test"))])
@@ -298,9 +300,12 @@ def test_basic_auth_registry(
 
 
 def test_token_auth_public_and_private(  # noqa: PLR0917 - pytest fixtures
-    token_registry: RegistryServer, token_server: TokenServer,
-    token_public_images: dict[str, PushedImage], token_pushed_images: dict[str, PushedImage],
-    token_credentials: tuple[str, str], session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_public_images: dict[str, PushedImage],
+    token_pushed_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     user, password = token_credentials
     keychain = StaticKeychain([(token_registry.host, Credential(user, password, "test"))])
@@ -321,7 +326,9 @@ def test_token_auth_public_and_private(  # noqa: PLR0917 - pytest fixtures
 
 
 def test_one_token_is_reused_across_tags_of_a_repository(
-    token_registry: RegistryServer, token_server: TokenServer, session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    session: requests.Session,
     make_repo: object,
 ) -> None:
     repo = make_repo("public/")  # type: ignore[operator]
@@ -340,8 +347,11 @@ def test_one_token_is_reused_across_tags_of_a_repository(
 
 
 def test_pull_secret_credentials_go_only_to_matching_hosts(
-    token_registry: RegistryServer, token_server: TokenServer, token_pushed_images: dict[str, PushedImage],
-    token_credentials: tuple[str, str], session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     user, password = token_credentials
     elsewhere = StaticKeychain([("127.0.0.1:1", Credential(user, password, "pod secret"))])
@@ -361,8 +371,11 @@ def test_pull_secret_credentials_go_only_to_matching_hosts(
 
 
 def test_private_registry_patterns_skip_anonymous(
-    token_registry: RegistryServer, token_server: TokenServer, token_public_images: dict[str, PushedImage],
-    token_credentials: tuple[str, str], session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_public_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     user, password = token_credentials
     keychain = StaticKeychain([(token_registry.host, Credential(user, password, "node"))])
@@ -375,14 +388,19 @@ def test_private_registry_patterns_skip_anonymous(
 
 
 def test_second_candidate_is_tried_when_the_first_is_refused(
-    token_registry: RegistryServer, token_server: TokenServer, token_pushed_images: dict[str, PushedImage],
-    token_credentials: tuple[str, str], session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     user, password = token_credentials
-    keychain = StaticKeychain([
-        (f"{token_registry.host}/private", Credential("mallory", "wrong", "specific")),
-        (token_registry.host, Credential(user, password, "general")),
-    ])
+    keychain = StaticKeychain(
+        [
+            (f"{token_registry.host}/private", Credential("mallory", "wrong", "specific")),
+            (token_registry.host, Credential(user, password, "general")),
+        ]
+    )
     resolver, _ = make_resolver(session, keychain=keychain, private_registries=(token_registry.host,))
     img = token_pushed_images["oci-single-amd64"]
     with resolver:
@@ -390,7 +408,8 @@ def test_second_candidate_is_tried_when_the_first_is_refused(
 
 
 def test_tls_registry_with_a_private_ca(
-    tls_registry: RegistryServer, tls_pushed_images: dict[str, PushedImage],
+    tls_registry: RegistryServer,
+    tls_pushed_images: dict[str, PushedImage],
 ) -> None:
     img = tls_pushed_images["oci-index-attestations"]
     settings = RegistrySettings(registry_ca_file=str(tls_registry.ca_file))
@@ -405,8 +424,12 @@ def test_tls_registry_with_a_private_ca(
 
 
 def test_a_refused_credential_is_sent_to_the_token_server_once(  # noqa: PLR0917 - pytest fixtures
-    token_registry: RegistryServer, token_server: TokenServer, token_public_images: dict[str, PushedImage],
-    token_pushed_images: dict[str, PushedImage], token_credentials: tuple[str, str], session: requests.Session,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_public_images: dict[str, PushedImage],
+    token_pushed_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     user, _ = token_credentials
     wrong = StaticKeychain([(token_registry.host, Credential(user, "not-the-password", "pod secret"))])
@@ -425,8 +448,10 @@ def test_a_refused_credential_is_sent_to_the_token_server_once(  # noqa: PLR0917
 
 
 def test_one_secret_from_two_keychains_is_tried_once(
-    basic_registry: RegistryServer, basic_pushed_images: dict[str, PushedImage],
-    basic_credentials: tuple[str, str], session: requests.Session,
+    basic_registry: RegistryServer,
+    basic_pushed_images: dict[str, PushedImage],
+    basic_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     user, _ = basic_credentials
     node = StaticKeychain([(basic_registry.host, Credential(user, "stale-password", "node docker config"))])

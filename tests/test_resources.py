@@ -10,8 +10,13 @@ from noe_core.errors import InvalidObject
 from noe_core.resources import PodRequests, pod_requests
 
 
-def c(cpu: str | None = None, memory: str | None = None, *, limits: dict[str, str] | None = None,
-      restart: str | None = None) -> dict[str, Any]:
+def c(
+    cpu: str | None = None,
+    memory: str | None = None,
+    *,
+    limits: dict[str, str] | None = None,
+    restart: str | None = None,
+) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     out: dict[str, Any] = {"name": "c", "image": "x", "resources": {"requests": requests}}
     if limits:

@@ -81,11 +81,19 @@ def test_select() -> None:
     [
         ({"nodeSelector": {"kubernetes.io/arch": "arm64"}}, "nodeSelector sets kubernetes.io/arch=arm64"),
         ({"nodeSelector": {"beta.kubernetes.io/arch": "amd64"}}, "nodeSelector sets beta.kubernetes.io/arch"),
-        ({"affinity": _terms({"matchExpressions": [{"key": "zone", "operator": "Exists"}]},
-                             {"matchExpressions": [{"key": "beta.kubernetes.io/arch", "operator": "Exists"}]})},
-         "term 1 has a beta.kubernetes.io/arch expression"),
-        ({"affinity": _terms({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]})},
-         "pins the node by metadata.name"),
+        (
+            {
+                "affinity": _terms(
+                    {"matchExpressions": [{"key": "zone", "operator": "Exists"}]},
+                    {"matchExpressions": [{"key": "beta.kubernetes.io/arch", "operator": "Exists"}]},
+                )
+            },
+            "term 1 has a beta.kubernetes.io/arch expression",
+        ),
+        (
+            {"affinity": _terms({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]})},
+            "pins the node by metadata.name",
+        ),
         ({"nodeSelector": {"zone": "a"}}, None),
         ({"affinity": _terms({"matchExpressions": [{"key": "zone", "operator": "Exists"}]})}, None),
         ({}, None),

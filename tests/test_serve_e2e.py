@@ -97,9 +97,21 @@ def start_noe(workdir: Path, args: list[str], ca_file: Path | None, timeout: flo
         env["HOME"] = str(workdir)  # gunicorn writes nothing there, and neither do we
         env.pop("XDG_RUNTIME_DIR", None)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "noe_web", "serve", "--bind", f"127.0.0.1:{port}",
-             "--metrics-addr", f"127.0.0.1:{metrics_port}", *args],
-            stdout=out, stderr=err, cwd=ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "noe_web",
+                "serve",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--metrics-addr",
+                f"127.0.0.1:{metrics_port}",
+                *args,
+            ],
+            stdout=out,
+            stderr=err,
+            cwd=ROOT,
+            env=env,
         )
         noe = NoeProcess(proc, port, metrics_port, ca_file or Path("/nonexistent"), out_path, err_path, [out, err])
         end = time.monotonic() + timeout
@@ -203,17 +215,30 @@ def noe(  # noqa: PLR0917
     kubeconfig = kube_api.write_kubeconfig(work / "kubeconfig", token=KUBE_TOKEN)
     platforms = work / "platforms.json"
     platforms.write_text(json.dumps({"static.example/*": ["linux/amd64", "linux/arm64"]}))
-    proc = start_noe(work, [
-        "--cert-dir", str(live_certs),
-        "--kubeconfig", str(kubeconfig),
-        "--image-platforms", str(platforms),
-        "--insecure-registries", "127.0.0.1:*",
-        "--strict-namespaces", "strict",
-        "--admission-deadline", str(DEADLINE),
-        "--workers", "2",
-        "--threads", "8",
-        "--state-dir", str(work / "state"),
-    ], serving_ca.ca_file)
+    proc = start_noe(
+        work,
+        [
+            "--cert-dir",
+            str(live_certs),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--image-platforms",
+            str(platforms),
+            "--insecure-registries",
+            "127.0.0.1:*",
+            "--strict-namespaces",
+            "strict",
+            "--admission-deadline",
+            str(DEADLINE),
+            "--workers",
+            "2",
+            "--threads",
+            "8",
+            "--state-dir",
+            str(work / "state"),
+        ],
+        serving_ca.ca_file,
+    )
     try:
         yield proc
     finally:
@@ -238,16 +263,16 @@ def test_multi_arch_pod(noe: NoeProcess, http: requests.Session, pushed_images: 
     assert archs_allowed(apply(review, response)) == linux_archs(image) & {"amd64", "arm64", "ppc64le", "s390x"}
 
 
-def test_single_arch_arm64_pod(noe: NoeProcess, http: requests.Session,
-                               pushed_images: dict[str, PushedImage]) -> None:
+def test_single_arch_arm64_pod(noe: NoeProcess, http: requests.Session, pushed_images: dict[str, PushedImage]) -> None:
     image = pushed_images["docker-single-arm64"]
     review = admission_review(pod([image.reference], namespace="e2e-arm"), uid=uid())
     response = post_review(http, noe, review)
     assert archs_allowed(apply(review, response)) == {"arm64"}
 
 
-def test_no_common_architecture_is_denied(noe: NoeProcess, http: requests.Session,
-                                          pushed_images: dict[str, PushedImage]) -> None:
+def test_no_common_architecture_is_denied(
+    noe: NoeProcess, http: requests.Session, pushed_images: dict[str, PushedImage]
+) -> None:
     arm, x86 = pushed_images["docker-single-arm64"], pushed_images["oci-single-amd64"]
     review = admission_review(pod([arm.reference, x86.reference], namespace="e2e-deny"), uid=uid())
     response = post_review(http, noe, review)
@@ -261,15 +286,20 @@ def _pull_secret(registry: RegistryServer, user: str, password: str) -> dict[str
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
     config = {"auths": {registry.host: {"username": user, "password": password, "auth": auth}}}
     return {
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
         "metadata": {"name": "regcred", "namespace": "e2e-private"},
         "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
     }
 
 
 def test_private_image_through_a_pull_secret(  # noqa: PLR0917
-    noe: NoeProcess, http: requests.Session, kube_api: FakeKubeAPI,
-    basic_registry: RegistryServer, basic_pushed_images: dict[str, PushedImage],
+    noe: NoeProcess,
+    http: requests.Session,
+    kube_api: FakeKubeAPI,
+    basic_registry: RegistryServer,
+    basic_pushed_images: dict[str, PushedImage],
     basic_credentials: tuple[str, str],
 ) -> None:
     image = basic_pushed_images["docker-single-arm64"]
@@ -286,8 +316,11 @@ def test_private_image_through_a_pull_secret(  # noqa: PLR0917
 
 
 def test_private_image_on_a_token_registry_through_a_pull_secret(  # noqa: PLR0917
-    noe: NoeProcess, http: requests.Session, kube_api: FakeKubeAPI,
-    token_registry: RegistryServer, token_pushed_images: dict[str, PushedImage],
+    noe: NoeProcess,
+    http: requests.Session,
+    kube_api: FakeKubeAPI,
+    token_registry: RegistryServer,
+    token_pushed_images: dict[str, PushedImage],
     token_credentials: tuple[str, str],
 ) -> None:
     image = token_pushed_images["docker-manifest-list"]
@@ -399,10 +432,12 @@ def test_daemonset_update_is_mutated_and_pod_update_untouched(
     assert untouched == {"uid": untouched["uid"], "allowed": True}
 
 
-def test_v1beta1_answered_in_v1beta1(noe: NoeProcess, http: requests.Session,
-                                     pushed_images: dict[str, PushedImage]) -> None:
-    review = admission_review(pod([pushed_images["oci-single-amd64"].reference]),
-                              api_version="admission.k8s.io/v1beta1", uid=uid())
+def test_v1beta1_answered_in_v1beta1(
+    noe: NoeProcess, http: requests.Session, pushed_images: dict[str, PushedImage]
+) -> None:
+    review = admission_review(
+        pod([pushed_images["oci-single-amd64"].reference]), api_version="admission.k8s.io/v1beta1", uid=uid()
+    )
     with http.post(noe.url + "/mutate", json=review, timeout=15) as resp:
         body = resp.json()
     assert body["apiVersion"] == "admission.k8s.io/v1beta1" and body["kind"] == "AdmissionReview"
@@ -413,21 +448,35 @@ def test_v1beta1_answered_in_v1beta1(noe: NoeProcess, http: requests.Session,
     ("data", "status", "needle"),
     [
         (b"{not json", 400, "not JSON"),
-        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {}}).encode(), 400,
-         "not AdmissionReview"),
-        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                     "request": {"kind": {"kind": "Pod"}, "operation": "CREATE", "object": {}}}).encode(),
-         400, "uid"),
+        (
+            json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {}}).encode(),
+            400,
+            "not AdmissionReview",
+        ),
+        (
+            json.dumps(
+                {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "request": {"kind": {"kind": "Pod"}, "operation": "CREATE", "object": {}},
+                }
+            ).encode(),
+            400,
+            "uid",
+        ),
         (b'{"a": "' + b"x" * (5 * 1024 * 1024) + b'"}', 400, "larger than"),
     ],
     ids=["not-json", "wrong-kind", "missing-uid", "5MiB"],
 )
 def test_malformed_bodies_get_a_clear_4xx_and_the_server_keeps_serving(  # noqa: PLR0917
-    noe: NoeProcess, http: requests.Session, data: bytes, status: int, needle: str,
+    noe: NoeProcess,
+    http: requests.Session,
+    data: bytes,
+    status: int,
+    needle: str,
     pushed_images: dict[str, PushedImage],
 ) -> None:
-    with http.post(noe.url + "/mutate", data=data, headers={"Content-Type": "application/json"},
-                   timeout=30) as resp:
+    with http.post(noe.url + "/mutate", data=data, headers={"Content-Type": "application/json"}, timeout=30) as resp:
         assert resp.status_code == status
         assert needle in resp.json()["message"]
     review = admission_review(pod([pushed_images["docker-single-arm64"].reference]), uid=uid())
@@ -481,15 +530,20 @@ def test_registry_that_never_answers_is_cut_at_the_deadline(
 
 def _served_serial(noe: NoeProcess) -> int:
     context = ssl.create_default_context(cafile=str(noe.ca_file))
-    with socket.create_connection(("127.0.0.1", noe.port), timeout=10) as raw, \
-            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", noe.port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     return x509.load_der_x509_certificate(der).serial_number
 
 
 def test_replaced_certificate_files_are_used_without_restart(
-    noe: NoeProcess, live_certs: Path, serving_ca: CA, hanging_registry: str,
+    noe: NoeProcess,
+    live_certs: Path,
+    serving_ca: CA,
+    hanging_registry: str,
     pushed_images: dict[str, PushedImage],
 ) -> None:
     old = x509.load_pem_x509_certificate((live_certs / "tls.crt").read_bytes()).serial_number
@@ -515,14 +569,21 @@ def test_metrics_endpoint(noe: NoeProcess) -> None:
         s.trust_env = False
         with s.get(f"http://127.0.0.1:{noe.metrics_port}/metrics", timeout=10) as resp:
             text = resp.text
-    for name in ("noe_admissions_total", "noe_admission_duration_seconds_bucket", "noe_registry_requests_total",
-                 "noe_hook_arch_selector_injected_total", "noe_registry_cache_hits_total",
-                 "noe_hook_update_skip_total", "noe_bad_requests_total", "noe_events_total", "noe_build_info",
-                 "noe_registry_request_duration_seconds_bucket"):
+    for name in (
+        "noe_admissions_total",
+        "noe_admission_duration_seconds_bucket",
+        "noe_registry_requests_total",
+        "noe_hook_arch_selector_injected_total",
+        "noe_registry_cache_hits_total",
+        "noe_hook_update_skip_total",
+        "noe_bad_requests_total",
+        "noe_events_total",
+        "noe_build_info",
+        "noe_registry_request_duration_seconds_bucket",
+    ):
         assert name in text, name
     # summed across the worker processes
-    assert ('noe_admissions_total{decision="mutated",resource_kind="Pod",resource_namespace="e2e-par"} 200.0'
-            in text)
+    assert 'noe_admissions_total{decision="mutated",resource_kind="Pod",resource_namespace="e2e-par"} 200.0' in text
     assert "/stuck/" not in text and "docker-single-arm64" not in text  # never labelled by image
 
 
@@ -558,16 +619,28 @@ def test_zz_logs_are_json_and_carry_no_secret(
     admissions = [line for line in lines if line.get("event") == "admission"]
     assert len(admissions) >= 200
     sample = next(a for a in admissions if a["namespace"] == "e2e-private")
-    assert {"uid", "namespace", "name", "generateName", "kind", "operation", "images", "decision", "warnings",
-            "duration_ms", "cache_hits"} <= set(sample)
+    assert {
+        "uid",
+        "namespace",
+        "name",
+        "generateName",
+        "kind",
+        "operation",
+        "images",
+        "decision",
+        "warnings",
+        "duration_ms",
+        "cache_hits",
+    } <= set(sample)
 
 
 # ----------------------------------------------------------------------------- other processes
 
 
 def test_self_signed_default_and_readme_command(tmp_path: Path) -> None:
-    noe = start_noe(tmp_path, ["--image-platforms", "examples/platforms.json", "--state-dir", str(tmp_path / "s")],
-                    None)
+    noe = start_noe(
+        tmp_path, ["--image-platforms", "examples/platforms.json", "--state-dir", str(tmp_path / "s")], None
+    )
     try:
         lines = [json.loads(x) for x in noe.out_path.read_text().splitlines() if x.startswith("{")]
         hint = next(x for x in lines if x.get("event") == "self-signed")
@@ -576,8 +649,13 @@ def test_self_signed_default_and_readme_command(tmp_path: Path) -> None:
         review = json.loads((ROOT / "examples/admission-review.json").read_text())
         with requests.Session() as s:
             s.trust_env = False
-            with s.post(f"https://localhost:{noe.port}/mutate", data=json.dumps(review),
-                        headers={"Content-Type": "application/json"}, verify=str(noe.ca_file), timeout=15) as r:
+            with s.post(
+                f"https://localhost:{noe.port}/mutate",
+                data=json.dumps(review),
+                headers={"Content-Type": "application/json"},
+                verify=str(noe.ca_file),
+                timeout=15,
+            ) as r:
                 response = r.json()["response"]
         assert response["allowed"] is True and response["patchType"] == "JSONPatch"
         assert noe.output().count("no Kubernetes API access") == 1
@@ -597,9 +675,17 @@ def test_self_signed_default_and_readme_command(tmp_path: Path) -> None:
 )
 def test_invalid_setting_stops_startup_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
-    done = subprocess.run([sys.executable, "-m", "noe_web", "serve", "--bind", "127.0.0.1:1", *args]
-                          if "--bind" not in args else [sys.executable, "-m", "noe_web", "serve", *args],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "noe_web", "serve", "--bind", "127.0.0.1:1", *args]
+        if "--bind" not in args
+        else [sys.executable, "-m", "noe_web", "serve", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
     errors = done.stderr.strip().splitlines()
     assert len(errors) == 1 and needle in errors[0], done.stderr

@@ -37,9 +37,22 @@ def silent_registry() -> Iterator[str]:
 
 
 def test_sigterm_during_a_slow_admission_still_answers_it(tmp_path: Path, silent_registry: str) -> None:
-    noe = start_noe(tmp_path, ["--insecure-registries", "127.0.0.1:*", "--admission-deadline", str(DEADLINE),
-                               "--graceful-timeout", "15", "--workers", "1", "--state-dir", str(tmp_path / "state")],
-                    None)
+    noe = start_noe(
+        tmp_path,
+        [
+            "--insecure-registries",
+            "127.0.0.1:*",
+            "--admission-deadline",
+            str(DEADLINE),
+            "--graceful-timeout",
+            "15",
+            "--workers",
+            "1",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        None,
+    )
     try:
         review = admission_review(pod([f"{silent_registry}/stuck/app:1"], namespace="rollout"), uid=str(uuid.uuid4()))
         with noe.session() as http, concurrent.futures.ThreadPoolExecutor(1) as pool:

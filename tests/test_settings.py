@@ -127,8 +127,16 @@ def test_arch_tolerations_syntax() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["arm64", "=arch=arm64:NoSchedule", "arm64=", "arm64=arch=arm64:", "arm64=arch=arm64:Sometimes",
-     "arm64=bad key:NoSchedule", "arm 64=arch:NoSchedule", "arm64=arch=bad value!:NoSchedule"],
+    [
+        "arm64",
+        "=arch=arm64:NoSchedule",
+        "arm64=",
+        "arm64=arch=arm64:",
+        "arm64=arch=arm64:Sometimes",
+        "arm64=bad key:NoSchedule",
+        "arm 64=arch:NoSchedule",
+        "arm64=arch=bad value!:NoSchedule",
+    ],
 )
 def test_arch_tolerations_errors(text: str) -> None:
     with pytest.raises(InvalidSettings, match="--arch-tolerations"):

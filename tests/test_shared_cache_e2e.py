@@ -44,16 +44,27 @@ def kube_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKubeAPI]:
 
 def serve(work: Path, kube_api: FakeKubeAPI, *extra: str) -> NoeProcess:
     kubeconfig = kube_api.write_kubeconfig(work / "kubeconfig", token=KUBE_TOKEN)
-    return start_noe(work, [
-        "--kubeconfig", str(kubeconfig),
-        "--insecure-registries", "127.0.0.1:*",
-        "--strict-namespaces", "strict",
-        "--admission-deadline", DEADLINE,
-        "--workers", "2",
-        "--threads", "8",
-        "--state-dir", str(work / "state"),
-        *extra,
-    ], None)
+    return start_noe(
+        work,
+        [
+            "--kubeconfig",
+            str(kubeconfig),
+            "--insecure-registries",
+            "127.0.0.1:*",
+            "--strict-namespaces",
+            "strict",
+            "--admission-deadline",
+            DEADLINE,
+            "--workers",
+            "2",
+            "--threads",
+            "8",
+            "--state-dir",
+            str(work / "state"),
+            *extra,
+        ],
+        None,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +95,14 @@ def manifest_gets(registry: RegistryServer, mark: int) -> int:
 
 
 def test_50_concurrent_admissions_of_a_new_image_over_2_workers_cost_one_manifest_get(
-    noe: NoeProcess, registry: RegistryServer, make_repo: Any,
+    noe: NoeProcess,
+    registry: RegistryServer,
+    make_repo: Any,
 ) -> None:
     image = push_image(registry, make_repo(), "v1", image_config("linux", "arm64"))
     mark = registry.mark()
     responses = admit_many(noe, [image.reference], 50, "e2e-burst")
-    assert all(archs_allowed(apply({"request": {"object": pod([image.reference])}}, r)) == {"arm64"}
-               for r in responses)
+    assert all(archs_allowed(apply({"request": {"object": pod([image.reference])}}, r)) == {"arm64"} for r in responses)
     assert manifest_gets(registry, mark) == 1
     assert registry.count("GET", "/blobs/", since=mark) == 1
 
@@ -106,7 +118,9 @@ def _pull_secret(registry: RegistryServer, namespace: str, user: str, password: 
     auth = base64.b64encode(f"{user}:{password}".encode()).decode()
     config = {"auths": {registry.host: {"username": user, "password": password, "auth": auth}}}
     return {
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
         "metadata": {"name": "regcred", "namespace": namespace},
         "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
     }
@@ -120,19 +134,28 @@ def _private_pod(image: str, namespace: str, secret: bool) -> dict[str, Any]:
 
 
 def test_a_cached_private_image_is_served_only_to_pods_whose_credentials_read_it(
-    noe: NoeProcess, kube_api: FakeKubeAPI, basic_registry: RegistryServer,
-    basic_credentials: tuple[str, str], make_repo: Any,
+    noe: NoeProcess,
+    kube_api: FakeKubeAPI,
+    basic_registry: RegistryServer,
+    basic_credentials: tuple[str, str],
+    make_repo: Any,
 ) -> None:
     image = push_docker_manifest_list(basic_registry, make_repo("private/"), "v1")
     alice_user, alice_password = basic_credentials
     kube_api.add_secret("team-a", "regcred", _pull_secret(basic_registry, "team-a", alice_user, alice_password))
-    kube_api.add_secret("team-wrong", "regcred",
-                        _pull_secret(basic_registry, "team-wrong", alice_user, alice_password + "x"))
+    kube_api.add_secret(
+        "team-wrong", "regcred", _pull_secret(basic_registry, "team-wrong", alice_user, alice_password + "x")
+    )
     kube_api.add_secret("strict", "regcred", _pull_secret(basic_registry, "strict", "carol", "not-carols"))
-    kube_api.add_secret("team-b", "regcred",
-                        _pull_secret(basic_registry, "team-b", "carol", basic_registry.users["carol"]))
+    kube_api.add_secret(
+        "team-b", "regcred", _pull_secret(basic_registry, "team-b", "carol", basic_registry.users["carol"])
+    )
     expected = {p.split("/")[1] for p in image.platforms if p.startswith("linux/")} & {
-        "amd64", "arm64", "ppc64le", "s390x"}
+        "amd64",
+        "arm64",
+        "ppc64le",
+        "s390x",
+    }
 
     with noe.session() as http:
         first = admission_review(_private_pod(image.reference, "team-a", secret=True), uid=uid())
@@ -147,8 +170,9 @@ def test_a_cached_private_image_is_served_only_to_pods_whose_credentials_read_it
                 assert any("cannot inspect" in w for w in refused["warnings"]), refused["warnings"]
 
         for secret in (False, True):
-            denied = post_review(http, noe, admission_review(_private_pod(image.reference, "strict", secret),
-                                                             uid=uid()))
+            denied = post_review(
+                http, noe, admission_review(_private_pod(image.reference, "strict", secret), uid=uid())
+            )
             assert denied["allowed"] is False and denied["status"]["code"] == 403
 
         mark = basic_registry.mark()
@@ -161,10 +185,14 @@ def test_a_cached_private_image_is_served_only_to_pods_whose_credentials_read_it
 
 
 def test_a_restart_fetches_nothing_again_and_stale_tags_cost_one_head_each(
-    tmp_path: Path, kube_api: FakeKubeAPI, registry: RegistryServer, make_repo: Any,
+    tmp_path: Path,
+    kube_api: FakeKubeAPI,
+    registry: RegistryServer,
+    make_repo: Any,
 ) -> None:
-    images = [push_image(registry, make_repo(), "v1", image_config("linux", arch)).reference
-              for arch in ("amd64", "arm64")]
+    images = [
+        push_image(registry, make_repo(), "v1", image_config("linux", arch)).reference for arch in ("amd64", "arm64")
+    ]
     images.append(push_docker_manifest_list(registry, make_repo(), "v1").reference)
 
     def admit_all(noe: NoeProcess) -> None:
@@ -199,7 +227,10 @@ def test_a_restart_fetches_nothing_again_and_stale_tags_cost_one_head_each(
 
 @pytest.mark.parametrize("damage", ["truncated", "random-bytes", "wrong-schema", "unwritable"])
 def test_a_damaged_cache_never_stops_the_webhook(
-    tmp_path: Path, kube_api: FakeKubeAPI, registry: RegistryServer, pushed_images: dict[str, PushedImage],
+    tmp_path: Path,
+    kube_api: FakeKubeAPI,
+    registry: RegistryServer,
+    pushed_images: dict[str, PushedImage],
     damage: str,
 ) -> None:
     state = tmp_path / "state"
@@ -232,7 +263,10 @@ def test_a_damaged_cache_never_stops_the_webhook(
 
 
 def test_noe_cache_lists_stats_and_purges_what_serve_stored(
-    noe: NoeProcess, registry: RegistryServer, make_repo: Any, tmp_path: Path,
+    noe: NoeProcess,
+    registry: RegistryServer,
+    make_repo: Any,
+    tmp_path: Path,
 ) -> None:
     image = push_image(registry, make_repo(), "v1", image_config("linux", "s390x"))
     with noe.session() as http:
@@ -240,14 +274,26 @@ def test_noe_cache_lists_stats_and_purges_what_serve_stored(
     state = str(noe.out_path.parent / "state")
 
     def cache(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "noe_web", "cache", *args, "--state-dir", state],
-                              capture_output=True, text=True, timeout=60, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "noe_web", "cache", *args, "--state-dir", state],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     listed = json.loads(cache("list", "-o", "json").stdout)
     mine = [e for e in listed if e["image"] == f"{registry.host}/{image.repository}"]
-    assert mine == [{"image": f"{registry.host}/{image.repository}", "digest": image.digest, "tags": ["v1"],
-                     "mediaType": image.media_type, "platforms": ["linux/s390x"],
-                     "ageSeconds": mine[0]["ageSeconds"]}]
+    assert mine == [
+        {
+            "image": f"{registry.host}/{image.repository}",
+            "digest": image.digest,
+            "tags": ["v1"],
+            "mediaType": image.media_type,
+            "platforms": ["linux/s390x"],
+            "ageSeconds": mine[0]["ageSeconds"],
+        }
+    ]
     stats = cache("stats").stdout
     assert "images " in stats and "oldest tag " in stats
     assert cache("purge", image.reference).returncode == 0

@@ -70,8 +70,10 @@ class Attack:
         if kind == "half_headers":
             tls.sendall(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n")
         else:
-            tls.sendall(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                        b"Content-Length: 1000\r\n\r\n{\"kind\": \"Adm")
+            tls.sendall(
+                b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 1000\r\n\r\n{"kind": "Adm'
+            )
         return tls
 
     def alive(self) -> int:
@@ -157,14 +159,24 @@ def _children(pid: int) -> list[int]:
 @pytest.fixture(scope="module")
 def noe(tmp_path_factory: pytest.TempPathFactory, registry: RegistryServer) -> Iterator[NoeProcess]:
     work = tmp_path_factory.mktemp("slow-clients")
-    proc = start_noe(work, [
-        "--insecure-registries", "127.0.0.1:*",
-        "--admission-deadline", str(DEADLINE),
-        "--workers", "1",  # one replica's worth on one worker: the hardest case
-        "--threads", "8",
-        "--max-body-bytes", str(MAX_BODY),
-        "--state-dir", str(work / "state"),
-    ], None)
+    proc = start_noe(
+        work,
+        [
+            "--insecure-registries",
+            "127.0.0.1:*",
+            "--admission-deadline",
+            str(DEADLINE),
+            "--workers",
+            "1",  # one replica's worth on one worker: the hardest case
+            "--threads",
+            "8",
+            "--max-body-bytes",
+            str(MAX_BODY),
+            "--state-dir",
+            str(work / "state"),
+        ],
+        None,
+    )
     try:
         yield proc
     finally:
@@ -172,7 +184,9 @@ def noe(tmp_path_factory: pytest.TempPathFactory, registry: RegistryServer) -> I
 
 
 def test_admissions_and_probes_answer_while_hundreds_of_clients_dawdle(
-    noe: NoeProcess, pushed_images: dict[str, PushedImage], capsys: pytest.CaptureFixture[str],
+    noe: NoeProcess,
+    pushed_images: dict[str, PushedImage],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     image = pushed_images["docker-manifest-list"]
     with Attack(noe.port, noe.ca_file, HOSTILE) as attack:
@@ -188,24 +202,27 @@ def test_admissions_and_probes_answer_while_hundreds_of_clients_dawdle(
                 response = post_review(http, noe, review, timeout=DEADLINE + SLACK)
                 elapsed = time.monotonic() - start
             worst = max(worst, elapsed)
-            assert archs_allowed(apply(review, response)) == linux_archs(image) & {
-                "amd64", "arm64", "ppc64le", "s390x"}
+            assert archs_allowed(apply(review, response)) == linux_archs(image) & {"amd64", "arm64", "ppc64le", "s390x"}
             assert elapsed < DEADLINE + SLACK, f"round {round_}: {elapsed:.2f}s with {held} hostile connections"
             time.sleep(1.0)  # spans the server's 5 s client timeout: reopened connections keep the pressure on
         held_end = attack.alive()
         opened = attack.opened
     peak = _rss_peak_kib(noe.proc.pid)
     with capsys.disabled():
-        print(f"\nslow clients: {held} hostile connections held ({held_end} at the end, {opened} opened in all); "
-              f"readyz + admission worst {worst:.2f}s (deadline {DEADLINE}s); "
-              f"peak RSS master+workers {peak / 1024:.0f} MiB")
+        print(
+            f"\nslow clients: {held} hostile connections held ({held_end} at the end, {opened} opened in all); "
+            f"readyz + admission worst {worst:.2f}s (deadline {DEADLINE}s); "
+            f"peak RSS master+workers {peak / 1024:.0f} MiB"
+        )
 
 
 def test_a_client_past_the_read_limit_is_disconnected(noe: NoeProcess) -> None:
     """Silence or dripping does not buy more than the server's client timeout (5 s) of a connection."""
     context = ssl.create_default_context(cafile=str(noe.ca_file))
-    with socket.create_connection(("127.0.0.1", noe.port)) as raw, \
-            context.wrap_socket(raw, server_hostname="localhost") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", noe.port)) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
         start = time.monotonic()
         tls.settimeout(15)
         try:
@@ -228,19 +245,29 @@ def test_requests_still_work_normally(noe: NoeProcess) -> None:
             with http.get(noe.url + "/readyz", timeout=5) as resp:
                 assert resp.status_code == 200
         chunks = (part for part in [b'{"kind": ', b'"nothing"}'])
-        with http.post(noe.url + "/mutate", data=chunks, timeout=5,
-                       headers={"Content-Type": "application/json"}) as resp:
+        with http.post(
+            noe.url + "/mutate", data=chunks, timeout=5, headers={"Content-Type": "application/json"}
+        ) as resp:
             assert resp.status_code == 400 and resp.json()["reason"] == "invalid"
-    with noe.session() as s, s.post(noe.url + "/mutate", data=b"x" * 100, timeout=5,
-                headers={"Expect": "100-continue", "Content-Type": "application/json"}) as resp:
+    with (
+        noe.session() as s,
+        s.post(
+            noe.url + "/mutate",
+            data=b"x" * 100,
+            timeout=5,
+            headers={"Expect": "100-continue", "Content-Type": "application/json"},
+        ) as resp,
+    ):
         assert resp.status_code == 400 and resp.json()["reason"] == "not_json"
 
 
 def _raw_exchange(noe: NoeProcess, request: bytes) -> tuple[int, bytes]:
     """Send ``request`` as is over TLS; the status and body of the answer."""
     context = ssl.create_default_context(cafile=str(noe.ca_file))
-    with socket.create_connection(("127.0.0.1", noe.port), timeout=10) as raw, \
-            context.wrap_socket(raw, server_hostname="localhost") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", noe.port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
         tls.sendall(request)
         answer = b""
         while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < _length(answer):
@@ -260,8 +287,9 @@ def _length(answer: bytes) -> int:
     return 1 << 30
 
 
-CHUNKED = (b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-           b"Transfer-Encoding: chunked\r\n\r\n")
+CHUNKED = (
+    b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
 
 
 def test_malformed_chunk_size_is_a_json_400(noe: NoeProcess) -> None:

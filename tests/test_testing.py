@@ -62,16 +62,41 @@ def test_builders_do_not_share_state() -> None:
         ({"affinity": _affinity({"matchExpressions": [_expr("gen", "Lt", "4")]})}, False, False),
         ({"affinity": _affinity({"matchExpressions": [_expr("zone", "Gt", "4")]})}, False, False),
         # terms are ORed, expressions inside one term ANDed
-        ({"affinity": _affinity({"matchExpressions": [_expr("zone", "In", "z1")]},
-                                {"matchExpressions": [_expr("zone", "In", "z2")]})}, True, True),
-        ({"affinity": _affinity({"matchExpressions": [_expr("zone", "In", "z1"),
-                                                      _expr("kubernetes.io/arch", "In", "arm64")]})}, False, False),
+        (
+            {
+                "affinity": _affinity(
+                    {"matchExpressions": [_expr("zone", "In", "z1")]}, {"matchExpressions": [_expr("zone", "In", "z2")]}
+                )
+            },
+            True,
+            True,
+        ),
+        (
+            {
+                "affinity": _affinity(
+                    {"matchExpressions": [_expr("zone", "In", "z1"), _expr("kubernetes.io/arch", "In", "arm64")]}
+                )
+            },
+            False,
+            False,
+        ),
         ({"affinity": _affinity({"matchFields": [_expr("metadata.name", "In", "n-arm")]})}, False, True),
         ({"affinity": _affinity({"matchFields": [_expr("metadata.name", "NotIn", "n-arm")]})}, True, False),
         ({"affinity": _affinity({})}, False, False),  # an empty term matches nothing
         ({"affinity": _affinity()}, False, False),
-        ({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 1, "preference": {"matchExpressions": [_expr("zone", "In", "z9")]}}]}}}, True, True),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 1, "preference": {"matchExpressions": [_expr("zone", "In", "z9")]}}
+                        ]
+                    }
+                }
+            },
+            True,
+            True,
+        ),
     ],
 )
 def test_node_selection(spec: dict[str, Any], amd: bool, arm: bool) -> None:

@@ -50,8 +50,10 @@ def tls_server(context_source: ReloadingContext) -> Iterator[int]:
 
 def served_serial(port: int, ca_file: Path, host: str = "localhost") -> int:
     context = ssl.create_default_context(cafile=str(ca_file))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-            context.wrap_socket(raw, server_hostname=host) as tls:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
         der = tls.getpeercert(binary_form=True)
         assert der is not None
         return x509.load_der_x509_certificate(der).serial_number

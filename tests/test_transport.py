@@ -50,16 +50,21 @@ def session() -> Iterator[requests.Session]:
 
 
 def manifest_for(config: bytes) -> bytes:
-    return json.dumps({
-        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                   "digest": sha256_digest(config), "size": len(config)},
-        "layers": [],
-    }).encode()
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": sha256_digest(config),
+                "size": len(config),
+            },
+            "layers": [],
+        }
+    ).encode()
 
 
-def test_wrong_body_for_the_requested_digest_is_a_digest_mismatch(hostile: Hostile,
-                                                                  session: requests.Session) -> None:
+def test_wrong_body_for_the_requested_digest_is_a_digest_mismatch(hostile: Hostile, session: requests.Session) -> None:
     config = b'{"os":"linux","architecture":"arm64"}'
     good = manifest_for(config)
     evil = manifest_for(b'{"os":"linux","architecture":"amd64"}')
@@ -85,12 +90,14 @@ def test_wrong_config_blob_is_a_digest_mismatch(hostile: Hostile, session: reque
         resolver.resolve(f"{hostile.host}/app:v1", deadline=Deadline.after(5))
 
 
-def test_docker_content_digest_that_does_not_match_the_body(hostile: Hostile,
-                                                            session: requests.Session) -> None:
+def test_docker_content_digest_that_does_not_match_the_body(hostile: Hostile, session: requests.Session) -> None:
     body = manifest_for(b"{}")
     lie = "sha256:" + "0" * 64
     hostile.routes["/v2/app/manifests/v1"] = lambda h: (
-        200, {"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": lie}, body)
+        200,
+        {"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": lie},
+        body,
+    )
     with Resolver(session, settings=INSECURE) as resolver, pytest.raises(DigestMismatch):
         resolver.resolve(f"{hostile.host}/app:v1", deadline=Deadline.after(5))
 
@@ -170,20 +177,22 @@ def test_redirect_to_another_host_drops_authorization(hostile: Hostile, session:
     thread = threading.Thread(target=blob_server.serve_forever, daemon=True)
     thread.start()
     try:
+
         def need_auth(route: Route) -> Route:
             def answer(h: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
                 if h.headers.get("Authorization") != cred.basic_header():
                     return 401, {"WWW-Authenticate": 'Basic realm="r"'}, b""
                 return route(h)
+
             return answer
 
         location = f"http://localhost:{blob_server.server_address[1]}/bucket/blob?sig=1"
         hostile.routes["/v2/app/manifests/v1"] = need_auth(lambda h: (200, {"Content-Type": OCI_MANIFEST}, body))
         hostile.routes[f"/v2/app/blobs/{sha256_digest(config)}"] = need_auth(
-            lambda h: (307, {"Location": location}, b""))
+            lambda h: (307, {"Location": location}, b"")
+        )
         settings = RegistrySettings(insecure_registries=("127.0.0.1:*", "localhost:*"))
-        with Resolver(session, settings=settings,
-                      keychain=StaticKeychain([(hostile.host, cred)])) as resolver:
+        with Resolver(session, settings=settings, keychain=StaticKeychain([(hostile.host, cred)])) as resolver:
             info = resolver.resolve(f"{hostile.host}/app:v1", deadline=Deadline.after(5))
         assert str(info.platforms[0].platform) == "linux/arm64/v8"
         assert len(storage) == 1
@@ -222,8 +231,10 @@ def test_rate_limit_headers_reach_the_observer(hostile: Hostile, session: reques
     config = b'{"os":"linux","architecture":"amd64"}'
     body = manifest_for(config)
     hostile.routes["/v2/app/manifests/v1"] = lambda h: (
-        200, {"Content-Type": OCI_MANIFEST, "RateLimit-Limit": "100;w=21600",
-              "RateLimit-Remaining": "76;w=21600"}, body)
+        200,
+        {"Content-Type": OCI_MANIFEST, "RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "76;w=21600"},
+        body,
+    )
     hostile.routes[f"/v2/app/blobs/{sha256_digest(config)}"] = lambda h: (200, {}, config)
     observer = CountingObserver()
     with Resolver(session, settings=INSECURE, observer=observer) as resolver:
@@ -242,26 +253,32 @@ def test_malformed_challenge_is_a_clean_auth_error(hostile: Hostile, session: re
 @pytest.mark.registry
 @pytest.mark.parametrize(("fields", "expires"), [("token", True), ("access_token", True), ("both", False)])
 def test_token_server_answer_variants(  # noqa: PLR0917 - pytest fixtures
-    fields: str, expires: bool, token_registry: RegistryServer, token_server: TokenServer,
-    token_public_images: dict[str, PushedImage], session: requests.Session,
+    fields: str,
+    expires: bool,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_public_images: dict[str, PushedImage],
+    session: requests.Session,
 ) -> None:
     img = token_public_images["oci-single-amd64"]
-    with token_server.responding_with(fields, expires_in=expires),   \
-            Resolver(session, settings=INSECURE) as resolver:  # type: ignore[arg-type]
+    with token_server.responding_with(fields, expires_in=expires), Resolver(session, settings=INSECURE) as resolver:  # type: ignore[arg-type]
         assert resolver.resolve(img.reference, deadline=Deadline.after(10)).digest == img.digest
 
 
 @pytest.mark.registry
 def test_token_is_only_sent_to_the_host_it_was_issued_for(  # noqa: PLR0917 - pytest fixtures
-    token_registry: RegistryServer, token_public_images: dict[str, PushedImage], registry: RegistryServer,
-    pushed_images: dict[str, PushedImage], session: requests.Session, hostile: Hostile,
+    token_registry: RegistryServer,
+    token_public_images: dict[str, PushedImage],
+    registry: RegistryServer,
+    pushed_images: dict[str, PushedImage],
+    session: requests.Session,
+    hostile: Hostile,
 ) -> None:
     observer = CountingObserver()
     transport = Transport(session, settings=INSECURE, observer=observer)
     token_img = token_public_images["oci-single-amd64"]
     ref = parse_reference(token_img.reference)
-    result = transport.fetch("GET", ref, f"manifests/{token_img.tag}", deadline=Deadline.after(10),
-                             accept=OCI_MANIFEST)
+    result = transport.fetch("GET", ref, f"manifests/{token_img.tag}", deadline=Deadline.after(10), accept=OCI_MANIFEST)
     assert result.status == 200
     mark = registry.mark()
     other = parse_reference(f"{registry.host}/{token_img.repository}:v1")
@@ -269,8 +286,13 @@ def test_token_is_only_sent_to_the_host_it_was_issued_for(  # noqa: PLR0917 - py
     assert registry.count(since=mark) == 1  # one anonymous GET: nothing to learn, nothing sent
     # The same repository on a host that records headers: the token stays with its issuer.
     hostile.routes[f"/v2/{token_img.repository}/manifests/{token_img.tag}"] = lambda h: (404, {}, b"")
-    transport.fetch("GET", parse_reference(f"{hostile.host}/{token_img.repository}:{token_img.tag}"),
-                    f"manifests/{token_img.tag}", deadline=Deadline.after(10), accept=OCI_MANIFEST)
+    transport.fetch(
+        "GET",
+        parse_reference(f"{hostile.host}/{token_img.repository}:{token_img.tag}"),
+        f"manifests/{token_img.tag}",
+        deadline=Deadline.after(10),
+        accept=OCI_MANIFEST,
+    )
     assert [s.headers.get("authorization") for s in hostile.seen] == [None]
     # A token for (host, repository) is keyed by host: none exists for the other registry.
     assert all(key[0] == token_registry.host for key in transport.auth._tokens._data)
@@ -278,31 +300,43 @@ def test_token_is_only_sent_to_the_host_it_was_issued_for(  # noqa: PLR0917 - py
 
 @pytest.mark.registry
 def test_no_secret_in_logs_errors_or_exceptions(  # noqa: PLR0917 - pytest fixtures
-    caplog: pytest.LogCaptureFixture, token_registry: RegistryServer, token_server: TokenServer,
-    token_pushed_images: dict[str, PushedImage], token_credentials: tuple[str, str],
-    basic_registry: RegistryServer, basic_pushed_images: dict[str, PushedImage],
-    basic_credentials: tuple[str, str], session: requests.Session,
+    caplog: pytest.LogCaptureFixture,
+    token_registry: RegistryServer,
+    token_server: TokenServer,
+    token_pushed_images: dict[str, PushedImage],
+    token_credentials: tuple[str, str],
+    basic_registry: RegistryServer,
+    basic_pushed_images: dict[str, PushedImage],
+    basic_credentials: tuple[str, str],
+    session: requests.Session,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     user, password = token_credentials
     basic_user, basic_password = basic_credentials
     wrong = "wrong-" + password
-    keychain = StaticKeychain([
-        (token_registry.host, Credential(user, wrong, "bad secret")),
-        (token_registry.host, Credential(user, password, "good secret")),
-        (basic_registry.host, Credential(basic_user, "nope-" + basic_password, "bad basic")),
-    ])
+    keychain = StaticKeychain(
+        [
+            (token_registry.host, Credential(user, wrong, "bad secret")),
+            (token_registry.host, Credential(user, password, "good secret")),
+            (basic_registry.host, Credential(basic_user, "nope-" + basic_password, "bad basic")),
+        ]
+    )
     errors: list[NoeError] = []
     with Resolver(session, settings=INSECURE, keychain=keychain) as resolver:
         img = token_pushed_images["docker-manifest-list"]
         resolver.resolve(img.reference, deadline=Deadline.after(10))
         tokens = [entry.value for entry in resolver.transport.auth._tokens._data.values()]
         assert tokens
-        for ref in (basic_pushed_images["oci-single-amd64"].reference,
-                    f"{token_registry.host}/private/nothing-here:v1"):
+        for ref in (
+            basic_pushed_images["oci-single-amd64"].reference,
+            f"{token_registry.host}/private/nothing-here:v1",
+        ):
             try:
-                resolver.resolve(ref, deadline=Deadline.after(10), keychain=StaticKeychain(
-                    [(token_registry.host, Credential("mallory", wrong, "pod"))]))
+                resolver.resolve(
+                    ref,
+                    deadline=Deadline.after(10),
+                    keychain=StaticKeychain([(token_registry.host, Credential("mallory", wrong, "pod"))]),
+                )
             except NoeError as exc:
                 errors.append(exc)
     assert errors

@@ -114,11 +114,20 @@ def test_glob_declaration_applies(client: FlaskClient) -> None:
         (b"not json at all", "not JSON"),
         (b"", "empty"),
         (b"[1, 2]", "must be a JSON object"),
-        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {}}).encode(),
-         "is not AdmissionReview"),
-        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                     "request": {"kind": {"kind": "Pod"}, "operation": "CREATE", "object": {}}}).encode(),
-         "uid"),
+        (
+            json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {}}).encode(),
+            "is not AdmissionReview",
+        ),
+        (
+            json.dumps(
+                {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "request": {"kind": {"kind": "Pod"}, "operation": "CREATE", "object": {}},
+                }
+            ).encode(),
+            "uid",
+        ),
         (json.dumps({"apiVersion": "v9", "kind": "AdmissionReview"}).encode(), "apiVersion"),
         (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
         ("\u00e9t\u00e9".encode("latin-1"), "not JSON"),
@@ -183,8 +192,7 @@ def test_null_container_entry_is_answered_not_500(client: FlaskClient) -> None:
 def test_too_large_body_is_400() -> None:
     app = make_app(max_body_bytes=4096)
     try:
-        resp = app.test_client().post("/mutate", data=b"{" + b" " * 10_000 + b"}",
-                                      content_type="application/json")
+        resp = app.test_client().post("/mutate", data=b"{" + b" " * 10_000 + b"}", content_type="application/json")
         assert resp.status_code == 400
         assert resp.get_json()["reason"] == "too_large"
         assert "larger than 4096 bytes" in resp.get_json()["message"]

@@ -125,15 +125,25 @@ def _mark_given(namespace: argparse.Namespace, dest: str) -> None:
 
 
 class _Store(argparse._StoreAction):
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         super().__call__(parser, namespace, values, option_string)
         _mark_given(namespace, self.dest)
 
 
 class _Append(argparse._AppendAction):
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         super().__call__(parser, namespace, values, option_string)
         _mark_given(namespace, self.dest)
 
@@ -141,15 +151,19 @@ class _Append(argparse._AppendAction):
 class _Switch(argparse.Action):
     """``--flag`` sets true (``--no-flag`` false when negatable); the default goes through ``type``."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, *, negatable: bool = False,
-                 **kwargs: Any) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str, *, negatable: bool = False, **kwargs: Any) -> None:
         names = list(option_strings)
         if negatable:
             names += ["--no-" + name[2:] for name in option_strings if name.startswith("--")]
         super().__init__(names, dest, nargs=0, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         setattr(namespace, self.dest, not (option_string or "").startswith("--no-"))
         _mark_given(namespace, self.dest)
 
@@ -304,111 +318,199 @@ def require(ns: argparse.Namespace, flag: Flag) -> Path | None:
 # --- the placement policy (shared by noe mutate and noe serve); names and defaults follow the Go Noe --------
 
 PREFERRED_ARCH = Flag(
-    "--preferred-arch", Architecture(allow_empty=True), default="amd64",
-    help="architecture preferred when several are possible; empty for none (Noe's flag)")
+    "--preferred-arch",
+    Architecture(allow_empty=True),
+    default="amd64",
+    help="architecture preferred when several are possible; empty for none (Noe's flag)",
+)
 CLUSTER_SCHEDULABLE_ARCHS = Flag(
-    "--cluster-schedulable-archs", CommaList(Architecture(), "ARCH,..."), default="",
-    help="comma-separated architectures the cluster can schedule; empty means any (Noe's flag)")
+    "--cluster-schedulable-archs",
+    CommaList(Architecture(), "ARCH,..."),
+    default="",
+    help="comma-separated architectures the cluster can schedule; empty means any (Noe's flag)",
+)
 SYSTEM_OS = Flag(
-    "--system-os", OsName(), default="linux",
-    help="the OS of the cluster's nodes; image platforms of other OSes are ignored (Noe's flag)")
+    "--system-os",
+    OsName(),
+    default="linux",
+    help="the OS of the cluster's nodes; image platforms of other OSes are ignored (Noe's flag)",
+)
 MATCH_NODE_LABELS = Flag(
-    "--match-node-labels", CommaList(LabelKey(), "KEY,..."), default="",
-    help="comma-separated pod label keys the node must carry with the same value (Noe's flag)")
+    "--match-node-labels",
+    CommaList(LabelKey(), "KEY,..."),
+    default="",
+    help="comma-separated pod label keys the node must carry with the same value (Noe's flag)",
+)
 STRICT_NAMESPACES = Flag(
-    "--strict-namespaces", CommaList(DnsName(subdomain=True), "NAMESPACE,..."), default="",
+    "--strict-namespaces",
+    CommaList(DnsName(subdomain=True), "NAMESPACE,..."),
+    default="",
     help="comma-separated namespaces where an image that cannot be inspected, or whose platforms lack "
-         "os/architecture, denies the pod instead of a warning")
+    "os/architecture, denies the pod instead of a warning",
+)
 ARCH_TOLERATIONS_FLAG = Flag(
-    "--arch-tolerations", ARCH_TOLERATIONS, default="",
+    "--arch-tolerations",
+    ARCH_TOLERATIONS,
+    default="",
     help="tolerations added for architecture taints, as arch=key=value:effect, comma-separated "
-         "(e.g. 'arm64=arch=arm64:NoSchedule')")
+    "(e.g. 'arm64=arch=arm64:NoSchedule')",
+)
 PREFERENCE_MODE = Flag(
-    "--preference-mode", Choice(("soft", "required")), default="soft",
+    "--preference-mode",
+    Choice(("soft", "required")),
+    default="soft",
     help="soft: a preferred node-affinity term; required: pin nodeSelector to the preferred architecture "
-         "(the Go Noe's behaviour)")
+    "(the Go Noe's behaviour)",
+)
 PREFERRED_ARCH_WEIGHT = Flag(
-    "--preferred-arch-weight", Integer(1, 100, "WEIGHT"), default="100",
-    help="weight 1..100 of the preferred-architecture term in soft mode")
+    "--preferred-arch-weight",
+    Integer(1, 100, "WEIGHT"),
+    default="100",
+    help="weight 1..100 of the preferred-architecture term in soft mode",
+)
 
-POLICY_FLAGS = (PREFERRED_ARCH, CLUSTER_SCHEDULABLE_ARCHS, SYSTEM_OS, MATCH_NODE_LABELS, STRICT_NAMESPACES,
-                ARCH_TOLERATIONS_FLAG, PREFERENCE_MODE, PREFERRED_ARCH_WEIGHT)
+POLICY_FLAGS = (
+    PREFERRED_ARCH,
+    CLUSTER_SCHEDULABLE_ARCHS,
+    SYSTEM_OS,
+    MATCH_NODE_LABELS,
+    STRICT_NAMESPACES,
+    ARCH_TOLERATIONS_FLAG,
+    PREFERENCE_MODE,
+    PREFERRED_ARCH_WEIGHT,
+)
 
 # --- registry access (shared by noe serve, noe mutate and noe inspect) ------------------------------------
 
 REGISTRY_PROXIES_FLAG = Flag(
-    "--registry-proxies", REGISTRY_PROXIES, default="",
+    "--registry-proxies",
+    REGISTRY_PROXIES,
+    default="",
     help="read images of registries matching GLOB from MIRROR (host[:port][/path]), "
-         "e.g. docker.io=mirror.corp,*.gcr.io=gcr-mirror.corp")
+    "e.g. docker.io=mirror.corp,*.gcr.io=gcr-mirror.corp",
+)
 PRIVATE_REGISTRIES = Flag(
-    "--private-registries", IMAGE_PATTERNS, default="",
+    "--private-registries",
+    IMAGE_PATTERNS,
+    default="",
     help="registries (kubelet image patterns, e.g. '*.corp,123.dkr.ecr.*.amazonaws.com') that never get an "
-         "anonymous request when credentials are known")
+    "anonymous request when credentials are known",
+)
 INSECURE_REGISTRIES = Flag(
-    "--insecure-registries", HOST_GLOBS, default="",
-    help="registry host globs (e.g. '127.0.0.1:*') allowed over plain HTTP or unverified TLS")
+    "--insecure-registries",
+    HOST_GLOBS,
+    default="",
+    help="registry host globs (e.g. '127.0.0.1:*') allowed over plain HTTP or unverified TLS",
+)
 REGISTRY_CA_FILE = Flag(
-    "--registry-ca-file", ExistingFile(),
-    help="PEM file of a private CA trusted for registries, in addition to the public ones")
+    "--registry-ca-file",
+    ExistingFile(),
+    help="PEM file of a private CA trusted for registries, in addition to the public ones",
+)
 DOCKER_CONFIG = Flag(
-    "--docker-config", Text("FILE"), action="append",
+    "--docker-config",
+    Text("FILE"),
+    action="append",
     help="docker config.json (or .dockercfg) with registry credentials; repeatable (the variable: a "
-         "path list); missing files are skipped")
+    "path list); missing files are skipped",
+)
 CONTAINERD_CONFIG = Flag(
-    "--containerd-config", Text("FILE"), action="append",
+    "--containerd-config",
+    Text("FILE"),
+    action="append",
     help="containerd config.toml whose registry auth sections hold credentials; repeatable (the variable: "
-         "a path list); missing files are skipped")
+    "a path list); missing files are skipped",
+)
 CREDENTIAL_PROVIDER_CONFIG = Flag(
-    "--image-credential-provider-config", ExistingFile(),
-    help="kubelet CredentialProviderConfig (YAML or JSON) naming credential provider plugins")
+    "--image-credential-provider-config",
+    ExistingFile(),
+    help="kubelet CredentialProviderConfig (YAML or JSON) naming credential provider plugins",
+)
 CREDENTIAL_PROVIDER_BIN_DIR = Flag(
-    "--image-credential-provider-bin-dir", ExistingDir(),
-    help="directory holding the credential provider plugin binaries")
+    "--image-credential-provider-bin-dir",
+    ExistingDir(),
+    help="directory holding the credential provider plugin binaries",
+)
 CACHE_TTL = Flag(
-    "--cache-ttl", Duration(), default="1h",
-    help="how long a tag → digest answer is trusted before one HEAD re-validates it "
-         "(seconds or Go syntax: 1h, 30s)")
+    "--cache-ttl",
+    Duration(),
+    default="1h",
+    help="how long a tag → digest answer is trusted before one HEAD re-validates it (seconds or Go syntax: 1h, 30s)",
+)
 NEGATIVE_CACHE_TTL = Flag(
-    "--negative-cache-ttl", Duration(), default="30s",
-    help="how long a failed lookup is remembered, so a failing registry is not hammered")
+    "--negative-cache-ttl",
+    Duration(),
+    default="30s",
+    help="how long a failed lookup is remembered, so a failing registry is not hammered",
+)
 VERIFY_PLATFORM_MANIFESTS = Flag(
-    "--verify-platform-manifests", Boolean(), default="true", action="negatable",
-    help="check each platform manifest of an index with a HEAD request and drop those the registry no "
-         "longer has")
+    "--verify-platform-manifests",
+    Boolean(),
+    default="true",
+    action="negatable",
+    help="check each platform manifest of an index with a HEAD request and drop those the registry no longer has",
+)
 
-REGISTRY_FLAGS = (REGISTRY_PROXIES_FLAG, PRIVATE_REGISTRIES, INSECURE_REGISTRIES, REGISTRY_CA_FILE, DOCKER_CONFIG,
-                  CONTAINERD_CONFIG, CREDENTIAL_PROVIDER_CONFIG, CREDENTIAL_PROVIDER_BIN_DIR, CACHE_TTL,
-                  NEGATIVE_CACHE_TTL, VERIFY_PLATFORM_MANIFESTS)
+REGISTRY_FLAGS = (
+    REGISTRY_PROXIES_FLAG,
+    PRIVATE_REGISTRIES,
+    INSECURE_REGISTRIES,
+    REGISTRY_CA_FILE,
+    DOCKER_CONFIG,
+    CONTAINERD_CONFIG,
+    CREDENTIAL_PROVIDER_CONFIG,
+    CREDENTIAL_PROVIDER_BIN_DIR,
+    CACHE_TTL,
+    NEGATIVE_CACHE_TTL,
+    VERIFY_PLATFORM_MANIFESTS,
+)
 
 # --- noe mutate --------------------------------------------------------------------------------------------
 
 FILENAME = Flag(
-    "--filename", Text("FILE"), short="-f", env=False, required=True,
-    help="YAML or JSON file holding the object(s); '-' reads standard input")
+    "--filename",
+    Text("FILE"),
+    short="-f",
+    env=False,
+    required=True,
+    help="YAML or JSON file holding the object(s); '-' reads standard input",
+)
 OUTPUT = Flag("--output", Choice(("yaml", "json")), short="-o", env=False, default="yaml", help="output format")
-PATCH = Flag("--patch", Boolean(), env=False, action="switch",
-             help="print the RFC 6902 JSONPatch instead of the object")
-EXPLAIN = Flag("--explain", Boolean(), env=False, action="switch",
-               help="print the decision and the reasons for it")
+PATCH = Flag(
+    "--patch", Boolean(), env=False, action="switch", help="print the RFC 6902 JSONPatch instead of the object"
+)
+EXPLAIN = Flag("--explain", Boolean(), env=False, action="switch", help="print the decision and the reasons for it")
 PLATFORMS = Flag(
-    "--platforms", ExistingFile("PLATFORMS.json"), env=False,
+    "--platforms",
+    ExistingFile("PLATFORMS.json"),
+    env=False,
     help="file mapping each image (as written in the pod, or a glob) to its platforms or to "
-         "{\"error\": reason}; with it nothing touches the network")
+    '{"error": reason}; with it nothing touches the network',
+)
 MUTATE_NAMESPACE = Flag(
-    "--namespace", DnsName(subdomain=True), env=False,
-    help="namespace of objects that carry none (default: 'default')")
+    "--namespace", DnsName(subdomain=True), env=False, help="namespace of objects that carry none (default: 'default')"
+)
 OPERATION = Flag(
-    "--operation", Choice(("CREATE", "UPDATE")), env=False, default="CREATE",
-    help="admission operation to simulate for bare objects")
+    "--operation",
+    Choice(("CREATE", "UPDATE")),
+    env=False,
+    default="CREATE",
+    help="admission operation to simulate for bare objects",
+)
 LOOKUP_TIMEOUT = Flag(
-    "--lookup-timeout", Seconds(0, 300, above=True), default="10",
-    help="seconds allowed for the registry lookups of one object (without --platforms)")
+    "--lookup-timeout",
+    Seconds(0, 300, above=True),
+    default="10",
+    help="seconds allowed for the registry lookups of one object (without --platforms)",
+)
 
 # --- noe inspect -------------------------------------------------------------------------------------------
 
-INSPECT_OUTPUT = Flag("--output", Choice(("text", "json", "yaml")), short="-o", env=False, default="text",
-                      help="output format")
+INSPECT_OUTPUT = Flag(
+    "--output", Choice(("text", "json", "yaml")), short="-o", env=False, default="text", help="output format"
+)
 JSON = Flag("--json", Boolean(), env=False, action="switch", help="print one JSON object (same as -o json)")
 INSPECT_TIMEOUT = Flag("--timeout", Seconds(0, 3600, above=True), default="30", help="give up after this long")
-VERBOSE = Flag("--verbose", Boolean(), short="-v", env=False, action="switch",
-               help="print request and cache counters on stderr")
+VERBOSE = Flag(
+    "--verbose", Boolean(), short="-v", env=False, action="switch", help="print request and cache counters on stderr"
+)

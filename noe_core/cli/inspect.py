@@ -40,7 +40,7 @@ def add_inspect_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "inspect",
         help="show an image's digest and platforms as read from its registry",
         description="Read an image's manifest (and config blob for single-platform images) from its "
-                    "registry and print its digest, media type and platforms.",
+        "registry and print its digest, media type and platforms.",
     )
     configure_inspect_parser(parser)
     return parser

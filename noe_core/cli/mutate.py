@@ -184,8 +184,15 @@ def evaluate(
     if kind == "AdmissionReview":
         request = parse_admission_review(doc)
         admission = admit(request, settings, _as_inspect(inspect))
-        return Outcome(request.kind, request.name, request.obj, admission.decision.obj, admission.decision,
-                       admission.lookups, review=admission.response)
+        return Outcome(
+            request.kind,
+            request.name,
+            request.obj,
+            admission.decision.obj,
+            admission.decision,
+            admission.lookups,
+            review=admission.response,
+        )
     if not isinstance(kind, str) or not kind:
         raise InvalidObject("the object has no 'kind' (expected Pod, DaemonSet, a workload or AdmissionReview)")
     ns = _namespace_of(doc, namespace)
@@ -202,8 +209,7 @@ def evaluate(
         # The Pod's operations touch only its spec; below the template they apply the same way.
         prefix = pointer("", _TEMPLATE_PATHS[kind])
         patch = tuple({**op, "path": prefix + op["path"]} for op in admission.decision.patch)
-        return Outcome(kind, name, doc, apply_patch(doc, patch), admission.decision, admission.lookups,
-                       patch=patch)
+        return Outcome(kind, name, doc, apply_patch(doc, patch), admission.decision, admission.lookups, patch=patch)
     admission = admit(_bare_request(doc, kind, operation, ns), settings, _as_inspect(inspect))
     decision = admission.decision
     return Outcome(kind, name, doc, decision.obj, decision, admission.lookups, patch=decision.patch)
@@ -267,8 +273,9 @@ def _make_inspector(ns: argparse.Namespace) -> Inspector:
     return ImageInspector(resolver=resolver).inspector(timeout=ns.lookup_timeout)
 
 
-def run_mutate(ns: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
-               stderr: TextIO | None = None) -> int:
+def run_mutate(
+    ns: argparse.Namespace, *, stdin: TextIO | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     try:
@@ -276,8 +283,9 @@ def run_mutate(ns: argparse.Namespace, *, stdin: TextIO | None = None, stdout: T
         inspect = _make_inspector(ns)
         docs = list(_expand_lists(load_documents(ns.filename, stdin or sys.stdin)))
         outcomes = [
-            evaluate(doc, settings=settings, inspect=inspect, namespace=ns.namespace or "default",
-                     operation=ns.operation)
+            evaluate(
+                doc, settings=settings, inspect=inspect, namespace=ns.namespace or "default", operation=ns.operation
+            )
             for doc in docs
         ]
     except NoeError as exc:

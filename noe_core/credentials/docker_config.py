@@ -93,8 +93,11 @@ def credential_from_entry(key: str, entry: object, source: str) -> Credential | 
 
 def _auths_keychain(auths: object, source: str) -> StaticKeychain:
     auths = fields.mapping(
-        auths, f"{source}: the registry map", required=True,
-        missing=f"{source}: the registry map must be an object of registry → credentials", error=CredentialError,
+        auths,
+        f"{source}: the registry map",
+        required=True,
+        missing=f"{source}: the registry map must be an object of registry → credentials",
+        error=CredentialError,
     )
     entries: list[tuple[ImagePattern, Credential]] = []
     for key, entry in auths.items():
@@ -127,8 +130,9 @@ def keychain_from_docker_config(
         return _auths_keychain(document, source)
     helpers = [key for key in _HELPER_KEYS if document.get(key)]
     if helpers:
-        log.info("%s: %s ignored; only credentials written inline under 'auths' are used", source,
-                 " and ".join(helpers))
+        log.info(
+            "%s: %s ignored; only credentials written inline under 'auths' are used", source, " and ".join(helpers)
+        )
     auths = document.get("auths")
     return _auths_keychain({} if auths is None else auths, source)
 

@@ -213,9 +213,7 @@ class FileKeychain:
     half-written should not drop every credential (see :mod:`noe_core.watched_file`).
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str], load: Callable[[bytes, str], Keychain], source: str
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str], load: Callable[[bytes, str], Keychain], source: str) -> None:
         self._path = os.fspath(path)
         self._load = load
         self._source = source

@@ -117,8 +117,12 @@ def _yaml_error(exc: yaml.YAMLError) -> str:
 
 def _string(value: object, what: str, source: str, *, required: bool = True) -> str:
     return fields.string(
-        value, f"{source}: {what}", required=required, non_empty=required,
-        missing=f"{source}: {what} must be a non-empty string", error=InvalidSettings,
+        value,
+        f"{source}: {what}",
+        required=required,
+        non_empty=required,
+        missing=f"{source}: {what} must be a non-empty string",
+        error=InvalidSettings,
     )
 
 
@@ -157,11 +161,9 @@ def _provider(index: int, item: object, source: str) -> ProviderConfig:
         if not isinstance(entry, Mapping):
             raise InvalidSettings(f"{source}: {where}: env entries must be objects with name and value")
         env_name = _string(entry.get("name"), f"{where}: env name", source)
-        env.append((env_name, _string(entry.get("value"), f"{where}: env {env_name!r} value", source,
-                                      required=False)))
+        env.append((env_name, _string(entry.get("value"), f"{where}: env {env_name!r} value", source, required=False)))
     if item.get("tokenAttributes"):
-        log.warning("%s: %s asks for a service account token, which noe cannot supply; it runs without",
-                    source, where)
+        log.warning("%s: %s asks for a service account token, which noe cannot supply; it runs without", source, where)
     return ProviderConfig(name, patterns, duration, api_version, tuple(args), tuple(env))
 
 
@@ -377,9 +379,7 @@ class CredentialProviderKeychain:
         for provider in self._providers:
             executable = os.path.join(self._bin_dir, provider.name)
             if not os.path.isfile(executable) or not os.access(executable, os.X_OK):
-                raise InvalidSettings(
-                    f"credential provider {provider.name!r}: {executable} is not an executable file"
-                )
+                raise InvalidSettings(f"credential provider {provider.name!r}: {executable} is not an executable file")
             self._executables[provider.name] = executable
         self._timeout = timeout
         self._inherit = tuple(inherit_env)

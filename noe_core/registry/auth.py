@@ -118,8 +118,7 @@ class Authenticator:
         challenge = preferred(parse_challenges(header, registry=host))
         if challenge is None:
             raise AuthError(
-                f"registry {host} asks for an authentication scheme noe does not support "
-                "(only Bearer and Basic are)",
+                f"registry {host} asks for an authentication scheme noe does not support (only Bearer and Basic are)",
                 registry=host,
                 status=result.status,
             )
@@ -131,9 +130,7 @@ class Authenticator:
             self._basic_hosts.set(host, True)
         return challenge
 
-    def known_authorization(
-        self, host: str, repository: str, candidate: Candidate, deadline: Deadline
-    ) -> str | None:
+    def known_authorization(self, host: str, repository: str, candidate: Candidate, deadline: Deadline) -> str | None:
         """What to send on the first try: a cached token, a proactive one, or Basic for known hosts.
 
         Raises :class:`AuthError` when the token server refuses the candidate.
@@ -163,9 +160,7 @@ class Authenticator:
         bearer = _Bearer(challenge.realm, challenge.service)
         return f"Bearer {self._token(bearer, host, repository, candidate, deadline)}"
 
-    def _token(
-        self, bearer: _Bearer, host: str, repository: str, candidate: Candidate, deadline: Deadline
-    ) -> str:
+    def _token(self, bearer: _Bearer, host: str, repository: str, candidate: Candidate, deadline: Deadline) -> str:
         key = (host, repository, candidate.identity)
         cached = self._tokens.get(key)
         if cached is not None:
@@ -199,8 +194,15 @@ class Authenticator:
         url = f"{bearer.realm}{separator}{urlencode(query)}"
         if credential is not None:
             headers["Authorization"] = credential.basic_header()
-        result = self._sender.send("GET", url, headers=headers, deadline=deadline,
-                                         limit=MAX_TOKEN_BYTES, registry=realm_host, follow_redirects=False)
+        result = self._sender.send(
+            "GET",
+            url,
+            headers=headers,
+            deadline=deadline,
+            limit=MAX_TOKEN_BYTES,
+            registry=realm_host,
+            follow_redirects=False,
+        )
         if result.status in (401, 403):
             self._observer.token_fetch(host, "denied")
             raise AuthError(
@@ -209,12 +211,19 @@ class Authenticator:
                 registry=host,
                 status=result.status,
             )
-        return self._keep_token(result, realm_host, (host, repository, candidate.identity),
-                                fields=("token", "access_token"))
+        return self._keep_token(
+            result, realm_host, (host, repository, candidate.identity), fields=("token", "access_token")
+        )
 
     def _refresh(
-        self, bearer: _Bearer, host: str, repository: str, credential: Credential, deadline: Deadline,
-        *, query: Mapping[str, str],
+        self,
+        bearer: _Bearer,
+        host: str,
+        repository: str,
+        credential: Credential,
+        deadline: Deadline,
+        *,
+        query: Mapping[str, str],
     ) -> str:
         """An access token for ``credential``'s OAuth2 refresh token (distribution's ``oauth.md``).
 
@@ -229,9 +238,16 @@ class Authenticator:
             **query,
         }
         headers = {"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"}
-        result = self._sender.send("POST", bearer.realm, headers=headers, deadline=deadline,
-                                         limit=MAX_TOKEN_BYTES, registry=realm_host, follow_redirects=False,
-                                         data=urlencode(form).encode("ascii"))
+        result = self._sender.send(
+            "POST",
+            bearer.realm,
+            headers=headers,
+            deadline=deadline,
+            limit=MAX_TOKEN_BYTES,
+            registry=realm_host,
+            follow_redirects=False,
+            data=urlencode(form).encode("ascii"),
+        )
         if result.status in (400, 401, 403):
             self._observer.token_fetch(host, "denied")
             code = _oauth_error(result.body)
@@ -253,8 +269,9 @@ class Authenticator:
                 registry=host,
                 status=result.status,
             )
-        return self._keep_token(result, realm_host, (host, repository, credential.identity),
-                                fields=("access_token", "token"))
+        return self._keep_token(
+            result, realm_host, (host, repository, credential.identity), fields=("access_token", "token")
+        )
 
     def _keep_token(
         self, result: HTTPResult, realm_host: str, key: tuple[str, str, str], *, fields: tuple[str, str]
@@ -297,4 +314,3 @@ class Authenticator:
         self._tokens.set(key, token, ttl)
         self._observer.token_fetch(host, "ok")
         return token
-

@@ -174,9 +174,7 @@ class CacheStore:
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             elif version != SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(
-                    f"schema version {version}, this noe reads version {SCHEMA_VERSION}"
-                )
+                raise sqlite3.DatabaseError(f"schema version {version}, this noe reads version {SCHEMA_VERSION}")
         db.execute("SELECT count(*) FROM content").fetchone()  # a torn file fails here, not mid-admission
 
     def close(self) -> None:
@@ -209,8 +207,9 @@ class CacheStore:
 
     def content(self, context: str, digest: str) -> tuple[str, str] | None:
         """``(media_type, platforms_json)`` of a digest, or ``None``."""
-        rows = self._read("SELECT media_type, platforms, used FROM content WHERE context = ? AND digest = ?",
-                          (context, digest))
+        rows = self._read(
+            "SELECT media_type, platforms, used FROM content WHERE context = ? AND digest = ?", (context, digest)
+        )
         if not rows:
             return None
         media_type, platforms, used = rows[0]
@@ -325,7 +324,12 @@ class CacheStore:
         oldest = rows[0][0] if rows else None
         size = sum(p.stat().st_size for p in self.directory.glob(DB_FILE + "*") if p.is_file())
         return CacheStats(
-            str(self.path), count("content"), count("tags"), count("grants"), count("failures"), size,
+            str(self.path),
+            count("content"),
+            count("tags"),
+            count("grants"),
+            count("failures"),
+            size,
             None if oldest is None else self._wall() - float(oldest),  # type: ignore[arg-type]
         )
 
@@ -401,11 +405,13 @@ class CacheStore:
 
 
 def _delete_oldest(table: str, order: str) -> str:
-    keys = {"content": "context, digest", "tags": "context, tag", "grants": "context, fingerprint",
-            "failures": "context, identifier, credentials"}[table]
-    return (
-        f"DELETE FROM {table} WHERE ({keys}) IN (SELECT {keys} FROM {table} ORDER BY {order} LIMIT ?)"  # noqa: S608
-    )
+    keys = {
+        "content": "context, digest",
+        "tags": "context, tag",
+        "grants": "context, fingerprint",
+        "failures": "context, identifier, credentials",
+    }[table]
+    return f"DELETE FROM {table} WHERE ({keys}) IN (SELECT {keys} FROM {table} ORDER BY {order} LIMIT ?)"  # noqa: S608
 
 
 def _load_key(path: Path) -> bytes:
@@ -451,11 +457,9 @@ def open_store(
                 break
             _move_aside(directory, str(exc))
         except OSError as exc:
-            log.warning("registry cache in %s unusable (%s); caching in memory only", directory,
-                        exc.strerror or exc)
+            log.warning("registry cache in %s unusable (%s); caching in memory only", directory, exc.strerror or exc)
             return None
-    log.warning("registry cache %s still unreadable after moving it aside; caching in memory only",
-                directory / DB_FILE)
+    log.warning("registry cache %s still unreadable after moving it aside; caching in memory only", directory / DB_FILE)
     return None
 
 

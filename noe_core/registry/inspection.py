@@ -70,9 +70,7 @@ class ImageInspector:
     executor: concurrent.futures.Executor | None = field(default=None, compare=False)
     share: int | None = None
 
-    def inspect(
-        self, images: Sequence[str], *, deadline: Deadline, keychain: Keychain | None = None
-    ) -> Inspection:
+    def inspect(self, images: Sequence[str], *, deadline: Deadline, keychain: Keychain | None = None) -> Inspection:
         """One lookup per image; an image that fails gives a :class:`LookupFailure`, never an exception."""
         found: dict[str, Lookup] = {}
         declared: list[str] = []

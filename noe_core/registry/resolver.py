@@ -118,19 +118,31 @@ class _Content:
 
     def platforms_json(self) -> str:
         """The platforms as the store keeps them (every field, so nothing is lost on the way back)."""
-        return json.dumps([
-            [p.platform.os, p.platform.architecture, p.platform.variant, p.platform.os_version,
-             list(p.platform.os_features), p.digest]
-            for p in self.platforms
-        ], separators=(",", ":"))
+        return json.dumps(
+            [
+                [
+                    p.platform.os,
+                    p.platform.architecture,
+                    p.platform.variant,
+                    p.platform.os_version,
+                    list(p.platform.os_features),
+                    p.digest,
+                ]
+                for p in self.platforms
+            ],
+            separators=(",", ":"),
+        )
 
     @classmethod
     def from_stored(cls, media_type: str, platforms: str) -> _Content:
         rows = json.loads(platforms)
-        return cls(media_type, tuple(
-            ResolvedPlatform(Platform(os, arch, variant, os_version, tuple(features)), digest)
-            for os, arch, variant, os_version, features, digest in rows
-        ))
+        return cls(
+            media_type,
+            tuple(
+                ResolvedPlatform(Platform(os, arch, variant, os_version, tuple(features)), digest)
+                for os, arch, variant, os_version, features, digest in rows
+            ),
+        )
 
 
 _NEVER_CACHED = (DigestMismatch, DeadlineExceeded)
@@ -161,9 +173,7 @@ class Resolver:
             settings.max_cached_tags, clock=clock
         )
         self._flight: SingleFlight[tuple[str, str, tuple[str, ...]], ImageInfo] = SingleFlight()
-        self.access = AccessGrants(
-            ttl=settings.cache_ttl, maxsize=settings.max_cached_tags, store=store, clock=clock
-        )
+        self.access = AccessGrants(ttl=settings.cache_ttl, maxsize=settings.max_cached_tags, store=store, clock=clock)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -190,9 +200,7 @@ class Resolver:
                 return Reference(proxy.mirror_host, repository, reference.tag, reference.digest)
         return reference
 
-    def resolve(
-        self, reference: Reference | str, *, deadline: Deadline, keychain: Keychain | None = None
-    ) -> ImageInfo:
+    def resolve(self, reference: Reference | str, *, deadline: Deadline, keychain: Keychain | None = None) -> ImageInfo:
         """The digest, media type and platforms of ``reference``; raises :class:`NoeError`."""
         ref = parse_reference(reference) if isinstance(reference, str) else reference
         target = self.mirrored(ref)
@@ -250,9 +258,7 @@ class Resolver:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _credentials(
-        self, target: Reference, keychain: Keychain | None, deadline: Deadline
-    ) -> tuple[Credential, ...]:
+    def _credentials(self, target: Reference, keychain: Keychain | None, deadline: Deadline) -> tuple[Credential, ...]:
         found: list[Credential] = []
         for chain in (keychain, self._keychain):
             if chain is not None:
@@ -279,8 +285,9 @@ class Resolver:
         if self.store is None:
             yield
             return
-        with self.store.lock(f"{target.context}@{target.identifier}", deadline,
-                             on_wait=lambda: self._observer.coalesced("worker")):
+        with self.store.lock(
+            f"{target.context}@{target.identifier}", deadline, on_wait=lambda: self._observer.coalesced("worker")
+        ):
             yield
 
     def _content_get(self, context: str, digest: str) -> _Content | None:
@@ -341,7 +348,11 @@ class Resolver:
             return None
         self._observer.cache_miss("access")
         result, candidate = self.transport.fetch_as(
-            "HEAD", target, f"manifests/{identifier}", deadline=deadline, credentials=credentials,
+            "HEAD",
+            target,
+            f"manifests/{identifier}",
+            deadline=deadline,
+            credentials=credentials,
             accept=ACCEPT_MANIFESTS,
         )
         if result.status != 200:
@@ -376,8 +387,11 @@ class Resolver:
                 self._negative.set(key, exc, self.settings.negative_cache_ttl)
                 if self.store is not None and not (isinstance(exc, RegistryError) and exc.temporary):
                     self.store.put_failure(
-                        target.context, target.identifier, self._credentials_key(credentials),
-                        message=str(exc), status=getattr(exc, "status", None),
+                        target.context,
+                        target.identifier,
+                        self._credentials_key(credentials),
+                        message=str(exc),
+                        status=getattr(exc, "status", None),
                         ttl=self.settings.negative_cache_ttl,
                     )
             raise
@@ -396,9 +410,7 @@ class Resolver:
         self._verify(result.body, digest, target, "manifest")
         return self._describe(target, digest, result, credentials, deadline)
 
-    def _by_tag(
-        self, target: Reference, credentials: Sequence[Credential], deadline: Deadline
-    ) -> tuple[str, _Content]:
+    def _by_tag(self, target: Reference, credentials: Sequence[Credential], deadline: Deadline) -> tuple[str, _Content]:
         assert target.tag is not None
         entry = self._tag_entry(target.context, target.tag)
         now = self._clock()
@@ -445,12 +457,19 @@ class Resolver:
         assert target.tag is not None
         try:
             result, candidate = self.transport.fetch_as(
-                "HEAD", target, f"manifests/{target.tag}", deadline=deadline, credentials=credentials,
+                "HEAD",
+                target,
+                f"manifests/{target.tag}",
+                deadline=deadline,
+                credentials=credentials,
                 accept=ACCEPT_MANIFESTS,
             )
         except RegistryError as exc:
-            if (exc.temporary and not isinstance(exc, DeadlineExceeded)
-                    and self.access.allows(target.context, credentials)):
+            if (
+                exc.temporary
+                and not isinstance(exc, DeadlineExceeded)
+                and self.access.allows(target.context, credentials)
+            ):
                 log.warning("cannot re-validate %s, serving the cached digest: %s", target, exc)
                 self._tag_put(target.context, target.tag, digest, self.settings.negative_cache_ttl, fetched=False)
                 return None
@@ -471,8 +490,13 @@ class Resolver:
         self, target: Reference, identifier: str, credentials: Sequence[Credential], deadline: Deadline
     ) -> HTTPResult:
         result, candidate = self.transport.fetch_as(
-            "GET", target, f"manifests/{identifier}", deadline=deadline, credentials=credentials,
-            accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
+            "GET",
+            target,
+            f"manifests/{identifier}",
+            deadline=deadline,
+            credentials=credentials,
+            accept=ACCEPT_MANIFESTS,
+            max_bytes=self.settings.max_manifest_bytes,
         )
         if result.status != 200:
             self._observer.error(target.api_host, "not_found" if result.status == 404 else "status")
@@ -514,9 +538,7 @@ class Resolver:
         self, target: Reference, manifest: ImageManifest, credentials: Sequence[Credential], deadline: Deadline
     ) -> Platform:
         if not manifest.is_runnable_image:
-            raise ManifestError(
-                f"{target} is not a container image (its config is {manifest.config.media_type!r})"
-            )
+            raise ManifestError(f"{target} is not a container image (its config is {manifest.config.media_type!r})")
         config = manifest.config
         if config.size > self.settings.max_manifest_bytes:
             raise ManifestError(
@@ -524,7 +546,11 @@ class Resolver:
                 f"{self.settings.max_manifest_bytes}-byte limit"
             )
         result = self.transport.fetch(
-            "GET", target, f"blobs/{config.digest}", deadline=deadline, credentials=credentials,
+            "GET",
+            target,
+            f"blobs/{config.digest}",
+            deadline=deadline,
+            credentials=credentials,
             max_bytes=self.settings.max_manifest_bytes,
         )
         if result.status != 200:
@@ -555,9 +581,7 @@ class Resolver:
                     continue
                 found.extend(self._nested(target, child, credentials, deadline))
                 continue
-            if self.settings.verify_platform_manifests and not self._exists(
-                target, child, credentials, deadline
-            ):
+            if self.settings.verify_platform_manifests and not self._exists(target, child, credentials, deadline):
                 continue
             platform = child.platform
             if platform is None:
@@ -594,8 +618,13 @@ class Resolver:
     ) -> Index | ImageManifest | None:
         """A manifest an index lists, fetched by its digest and verified against it (``None``: gone, if allowed)."""
         result = self.transport.fetch(
-            "GET", target, f"manifests/{child.digest}", deadline=deadline, credentials=credentials,
-            accept=ACCEPT_MANIFESTS, max_bytes=self.settings.max_manifest_bytes,
+            "GET",
+            target,
+            f"manifests/{child.digest}",
+            deadline=deadline,
+            credentials=credentials,
+            accept=ACCEPT_MANIFESTS,
+            max_bytes=self.settings.max_manifest_bytes,
         )
         if result.status == 404 and missing_ok:
             return None
@@ -608,7 +637,11 @@ class Resolver:
         self, target: Reference, child: Descriptor, credentials: Sequence[Credential], deadline: Deadline
     ) -> bool:
         result = self.transport.fetch(
-            "HEAD", target, f"manifests/{child.digest}", deadline=deadline, credentials=credentials,
+            "HEAD",
+            target,
+            f"manifests/{child.digest}",
+            deadline=deadline,
+            credentials=credentials,
             accept=ACCEPT_MANIFESTS,
         )
         if result.status == 200:

@@ -238,16 +238,18 @@ class Sender:
             all_headers["Authorization"] = authorization
         scheme = self.scheme(host)
         try:
-            return self.send(method, f"{scheme}://{host}{path}", headers=all_headers,
-                                           deadline=deadline, limit=limit, registry=host)
+            return self.send(
+                method, f"{scheme}://{host}{path}", headers=all_headers, deadline=deadline, limit=limit, registry=host
+            )
         except RegistryError as exc:
             fallback = scheme == "https" and isinstance(exc, TLSFailure) and self.is_insecure(host)
             if not fallback:
                 raise
         self._plain_http.set(host, True)
         log.info("registry %s does not speak TLS; using plain HTTP (listed in --insecure-registries)", host)
-        return self.send(method, f"http://{host}{path}", headers=all_headers,
-                                       deadline=deadline, limit=limit, registry=host)
+        return self.send(
+            method, f"http://{host}{path}", headers=all_headers, deadline=deadline, limit=limit, registry=host
+        )
 
     def send(
         self,
@@ -267,8 +269,16 @@ class Sender:
             deadline.check(registry, f"{method} request")
             failure: RegistryError
             try:
-                result = self._exchange(method, url, headers=headers, deadline=deadline, limit=limit,
-                                    registry=registry, follow_redirects=follow_redirects, data=data)
+                result = self._exchange(
+                    method,
+                    url,
+                    headers=headers,
+                    deadline=deadline,
+                    limit=limit,
+                    registry=registry,
+                    follow_redirects=follow_redirects,
+                    data=data,
+                )
             except RegistryError as exc:
                 if not exc.temporary or isinstance(exc, DeadlineExceeded):
                     raise
@@ -282,7 +292,7 @@ class Sender:
             attempt += 1
             if attempt > self._settings.max_retries:
                 raise failure
-            backoff = wait if wait is not None else min(2.0, 0.05 * (2 ** attempt)) * (0.5 + random.random())  # noqa: S311
+            backoff = wait if wait is not None else min(2.0, 0.05 * (2**attempt)) * (0.5 + random.random())  # noqa: S311
             if backoff > MAX_RETRY_AFTER or not deadline.allows(backoff + 0.01):
                 if deadline.expired:
                     raise DeadlineExceeded(
@@ -300,13 +310,17 @@ class Sender:
             return RegistryError(
                 f"registry {registry} is rate-limiting requests (HTTP 429){detail}: configure credentials "
                 "for it or a pull-through mirror with --registry-proxies",
-                registry=registry, status=429, temporary=True,
+                registry=registry,
+                status=429,
+                temporary=True,
             )
         self._observer.error(registry, "server")
         return RegistryError(
             f"registry {registry} answered HTTP {result.status}{detail}: the registry is failing or "
             "overloaded; check its status",
-            registry=registry, status=result.status, temporary=True,
+            registry=registry,
+            status=result.status,
+            temporary=True,
         )
 
     def _exchange(
@@ -326,8 +340,16 @@ class Sender:
         Connect, headers and the whole body share the deadline's wall-clock limit, however the bytes drip.
         """
         with watchdog.watch(deadline.wait_timeout()) as watch:
-            result = self._exchange_within(method, url, headers=headers, deadline=deadline, limit=limit,
-                                           registry=registry, follow_redirects=follow_redirects, data=data)
+            result = self._exchange_within(
+                method,
+                url,
+                headers=headers,
+                deadline=deadline,
+                limit=limit,
+                registry=registry,
+                follow_redirects=follow_redirects,
+                data=data,
+            )
         if watch is not None and watch.fired:  # cut off: what arrived may look complete and is not
             self._observer.error(registry, "deadline")
             raise DeadlineExceeded(
@@ -357,8 +379,14 @@ class Sender:
             timeout = deadline.timeout(self._settings.request_timeout)
             try:
                 response = self._session.request(
-                    method, current, headers=current_headers, data=data, timeout=(timeout, timeout),
-                    stream=True, allow_redirects=False, verify=not insecure,
+                    method,
+                    current,
+                    headers=current_headers,
+                    data=data,
+                    timeout=(timeout, timeout),
+                    stream=True,
+                    allow_redirects=False,
+                    verify=not insecure,
                 )
             except requests.exceptions.RequestException as exc:
                 self._observer.request(target, method, 0)
@@ -371,13 +399,15 @@ class Sender:
                 tls = isinstance(exc, requests.exceptions.SSLError)
                 hint = (
                     "trust its CA with --registry-ca-file, or list it in --insecure-registries"
-                    if tls else "check that the registry is reachable from the webhook"
+                    if tls
+                    else "check that the registry is reachable from the webhook"
                 )
                 self._observer.error(registry, "tls" if tls else "connection")
                 kind = TLSFailure if tls else RegistryError
                 raise kind(
                     f"cannot reach registry {target}: {reason}; {hint}",
-                    registry=registry, temporary=not tls and reason not in PERMANENT_REASONS,
+                    registry=registry,
+                    temporary=not tls and reason not in PERMANENT_REASONS,
                 ) from None
             with response:
                 status = response.status_code
@@ -404,23 +434,24 @@ class Sender:
                     body = self._read(response, limit, deadline, target, registry)
                 else:
                     # An error page only yields the registry's error code: its head is enough.
-                    body = self._read(response, min(limit, MAX_ERROR_BODY), deadline, target, registry,
-                                      truncate=True)
+                    body = self._read(response, min(limit, MAX_ERROR_BODY), deadline, target, registry, truncate=True)
                 return HTTPResult(status, lowered, body, current)
-        raise RegistryError(
-            f"registry {registry} redirected more than {MAX_REDIRECTS} times", registry=registry
-        )
+        raise RegistryError(f"registry {registry} redirected more than {MAX_REDIRECTS} times", registry=registry)
 
     def _read(
-        self, response: requests.Response, cap: int, deadline: Deadline, target: str, registry: str,
-        *, truncate: bool = False,
+        self,
+        response: requests.Response,
+        cap: int,
+        deadline: Deadline,
+        target: str,
+        registry: str,
+        *,
+        truncate: bool = False,
     ) -> bytes:
         """The body, at most ``cap`` bytes: beyond it a :class:`ManifestError`, or (``truncate``) the first ``cap``."""
         length = response.headers.get("Content-Length", "")
         if not truncate and length.isdigit() and int(length) > cap:
-            raise ManifestError(
-                f"registry {target} sent a body of {int(length)} bytes, more than the {cap}-byte limit"
-            )
+            raise ManifestError(f"registry {target} sent a body of {int(length)} bytes, more than the {cap}-byte limit")
         chunks: list[bytes] = []
         size = 0
         try:
@@ -465,13 +496,15 @@ def status_error(result: HTTPResult, reference: Reference, what: str) -> Registr
     detail = f" ({code})" if code else ""
     if result.status == 404:
         return RegistryError(
-            f"registry {host} has no {what} for {reference} (HTTP 404{detail}): check the image name, "
-            "tag or digest",
-            registry=host, status=404,
+            f"registry {host} has no {what} for {reference} (HTTP 404{detail}): check the image name, tag or digest",
+            registry=host,
+            status=404,
         )
     return RegistryError(
         f"registry {host} answered HTTP {result.status}{detail} for the {what} of {reference}",
-        registry=host, status=result.status, temporary=result.status in TEMPORARY_STATUSES,
+        registry=host,
+        status=result.status,
+        temporary=result.status in TEMPORARY_STATUSES,
     )
 
 

@@ -113,8 +113,9 @@ class Transport:
         :class:`AuthError` once every candidate has failed) and temporary
         failures that outlast the retries (which raise :class:`RegistryError`).
         """
-        return self.fetch_as(method, reference, path, deadline=deadline, credentials=credentials,
-                             accept=accept, max_bytes=max_bytes)[0]
+        return self.fetch_as(
+            method, reference, path, deadline=deadline, credentials=credentials, accept=accept, max_bytes=max_bytes
+        )[0]
 
     def fetch_as(
         self,
@@ -147,8 +148,15 @@ class Transport:
 
         def send_as(candidate: Candidate, authorization: str | None) -> HTTPResult:
             """Send; remember a candidate that worked, forget a token the registry refused."""
-            result = self.sender.request(method, host, f"/v2/{repository}/{path}", headers=headers,
-                                         authorization=authorization, deadline=deadline, limit=limit)
+            result = self.sender.request(
+                method,
+                host,
+                f"/v2/{repository}/{path}",
+                headers=headers,
+                authorization=authorization,
+                deadline=deadline,
+                limit=limit,
+            )
             if result.status not in _REFUSED:
                 self._working.set((host, repository), candidate.identity)
             elif authorization is not None and authorization.startswith("Bearer "):
@@ -199,8 +207,7 @@ class Transport:
             f"registry {host} refused access to {repository} (HTTP {status}) after trying "
             f"{', '.join(tried) or 'no credentials'}: check the image name, and that an "
             "imagePullSecret, --docker-config or credential provider holds credentials for "
-            f"{reference.registry} with pull access"
-            + "".join(f"; {note}" for note in notes),
+            f"{reference.registry} with pull access" + "".join(f"; {note}" for note in notes),
             registry=host,
             status=status,
         )

@@ -92,8 +92,18 @@ class Actions:
         text = f"(dry run) {message}" if self.dry_run else message
         if self.events.record(EventRequest(target, kind, reason, text)):
             self.metrics.api_writes.labels("event").inc()
-        log.info("event", extra={"fields": {"event": reason, "type": kind, "namespace": target.namespace,
-                                            "pod": target.name, "message": text}})
+        log.info(
+            "event",
+            extra={
+                "fields": {
+                    "event": reason,
+                    "type": kind,
+                    "namespace": target.namespace,
+                    "pod": target.name,
+                    "message": text,
+                }
+            },
+        )
 
     def evict(self, namespace: str, name: str, key: EvictionKey) -> EvictOutcome:
         if not self.is_leader():
@@ -102,8 +112,7 @@ class Actions:
             return "backoff"
         if self.dry_run:
             return "dry_run"
-        body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                "metadata": {"name": name, "namespace": namespace}}
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         self.metrics.api_writes.labels("evict").inc()
         try:
             self.kube.call("POST", pod_path(namespace, name) + "/eviction", body=body)
@@ -124,12 +133,15 @@ class Actions:
         if not self.is_leader():
             raise NotLeader("lost the leader lease")
         meta = pod["metadata"]
-        patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
-                 *operations]
+        patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}, *operations]
         self.metrics.api_writes.labels("patch").inc()
         try:
-            result: dict[str, Any] = self.kube.call("PATCH", pod_path(meta["namespace"], meta["name"]),
-                                                    body=patch, content_type="application/json-patch+json")
+            result: dict[str, Any] = self.kube.call(
+                "PATCH",
+                pod_path(meta["namespace"], meta["name"]),
+                body=patch,
+                content_type="application/json-patch+json",
+            )
         except (Conflict, Invalid) as exc:
             raise PodChanged(str(exc)) from exc
         return result

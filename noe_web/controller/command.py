@@ -38,7 +38,7 @@ def add_controller_parser(subparsers: argparse._SubParsersAction[argparse.Argume
         "controller",
         help="repair misplaced pods, report exec format errors, finish gated pods",
         description="Watch Pods and Nodes; while leader, evict misplaced owned pods, report exec format "
-                    "errors and place pods the webhook gated. Every flag is also a NOE_* variable.",
+        "errors and place pods the webhook gated. Every flag is also a NOE_* variable.",
     )
     add_flags(parser.add_argument_group("controller"), CONTROLLER_FLAGS)
     add_policy_arguments(parser)
@@ -87,7 +87,8 @@ class ControllerConfig:
         if not 0 < retry * JITTER < renew < lease:
             raise InvalidSettings(
                 f"{LEASE_DURATION.name} {lease:g}s, {RENEW_DEADLINE.name} {renew:g}s and {RETRY_PERIOD.name} "
-                f"{retry:g}s must satisfy lease > renew > {JITTER} x retry > 0 (as client-go requires)")
+                f"{retry:g}s must satisfy lease > renew > {JITTER} x retry > 0 (as client-go requires)"
+            )
         platforms = require(ns, IMAGE_PLATFORMS)
         if platforms is not None:
             StaticPlatforms.load(platforms)
@@ -153,13 +154,20 @@ def start(config: ControllerConfig, api: Any) -> Running:
 
     metrics = ControllerMetrics()
     kube = KubeClient(api, secret_cache_ttl=config.pull_secret_cache_ttl, timeout=10.0)
-    resolver = Resolver(make_session(config.registry), settings=config.registry, keychain=config.node_keychain,
-                        observer=metrics.registry_metrics)
+    resolver = Resolver(
+        make_session(config.registry),
+        settings=config.registry,
+        keychain=config.node_keychain,
+        observer=metrics.registry_metrics,
+    )
     static = StaticPlatforms.load(config.image_platforms) if config.image_platforms else None
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="noe-lookup")
     lookups = PodLookups(static, resolver, kube, pool, timeout=config.lookup_timeout)
-    events = EventRecorder(kube, on_written=lambda outcome: metrics.registry_metrics.events.labels(outcome).inc(),
-                           on_drop=lambda reason: metrics.registry_metrics.events.labels("dropped").inc())
+    events = EventRecorder(
+        kube,
+        on_written=lambda outcome: metrics.registry_metrics.events.labels(outcome).inc(),
+        on_drop=lambda reason: metrics.registry_metrics.events.labels("dropped").inc(),
+    )
     holder: dict[str, Any] = {}
 
     def started() -> None:
@@ -172,14 +180,20 @@ def start(config: ControllerConfig, api: Any) -> Running:
     if config.leader_elect:
         elector = LeaderElector(
             kube,
-            LeaseSettings(config.lease_namespace, config.lease_name, config.lease_duration,
-                          config.renew_deadline, config.retry_period),
+            LeaseSettings(
+                config.lease_namespace,
+                config.lease_name,
+                config.lease_duration,
+                config.renew_deadline,
+                config.retry_period,
+            ),
             on_started=started,
             on_stopped=stopped,
         )
     is_leader = elector.is_leader if elector is not None else (lambda: True)
-    actions = Actions(kube, events, metrics, EvictionLimiter(config.eviction_backoff), is_leader,
-                      dry_run=config.dry_run)
+    actions = Actions(
+        kube, events, metrics, EvictionLimiter(config.eviction_backoff), is_leader, dry_run=config.dry_run
+    )
     gates = GateFinisher(kube, lookups, config.policy, actions, metrics, gate_timeout=config.gate_timeout)
     controller = Controller(kube, lookups=lookups, actions=actions, gates=gates, metrics=metrics)
     holder["controller"] = controller
@@ -214,16 +228,29 @@ def run_controller(ns: argparse.Namespace) -> int:
         running = start(config, api)
     except OSError as exc:
         host, port = config.metrics_addr or ("", 0)
-        print(f"noe controller: --metrics-addr {host}:{port}: cannot listen ({exc.strerror})", file=sys.stderr,
-              flush=True)
+        print(
+            f"noe controller: --metrics-addr {host}:{port}: cannot listen ({exc.strerror})", file=sys.stderr, flush=True
+        )
         return 2
-    print(json.dumps({
-        "event": "startup", "msg": "noe controller starting", "kubernetes_api": api.describe(),
-        "leader_elect": config.leader_elect, "lease": f"{config.lease_namespace}/{config.lease_name}",
-        "dry_run": config.dry_run, "gate_timeout": config.gate_timeout, "eviction_backoff": config.eviction_backoff,
-        "metrics_port": running.health.port if running.health is not None else None,
-        "holder": running.elector.holder if running.elector is not None else None,
-    }, default=str, separators=(",", ":")), flush=True)
+    print(
+        json.dumps(
+            {
+                "event": "startup",
+                "msg": "noe controller starting",
+                "kubernetes_api": api.describe(),
+                "leader_elect": config.leader_elect,
+                "lease": f"{config.lease_namespace}/{config.lease_name}",
+                "dry_run": config.dry_run,
+                "gate_timeout": config.gate_timeout,
+                "eviction_backoff": config.eviction_backoff,
+                "metrics_port": running.health.port if running.health is not None else None,
+                "holder": running.elector.holder if running.elector is not None else None,
+            },
+            default=str,
+            separators=(",", ":"),
+        ),
+        flush=True,
+    )
     done = threading.Event()
 
     def stop(signum: int, frame: object) -> None:

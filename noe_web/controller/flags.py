@@ -13,26 +13,65 @@ from noe_core.cli.flags import LOOKUP_TIMEOUT, Flag
 from noe_core.cli.values import Boolean, DnsName, Duration
 from noe_web.flags import IMAGE_PLATFORMS, KUBECONFIG, LOG_LEVEL_FLAG, METRICS_ADDR, PULL_SECRET_CACHE_TTL
 
-LEADER_ELECT = Flag("--leader-elect", Boolean(), action="negatable", default="true",
-                    help="act only while holding the leader Lease (--no-leader-elect: always act; run one replica)")
+LEADER_ELECT = Flag(
+    "--leader-elect",
+    Boolean(),
+    action="negatable",
+    default="true",
+    help="act only while holding the leader Lease (--no-leader-elect: always act; run one replica)",
+)
 LEADER_ELECTION_NAMESPACE = Flag(
-    "--leader-election-namespace", DnsName(allow_empty=True, metavar="NS"), default="",
-    help="namespace of the leader Lease (empty: the pod's own namespace from its service account, else default)")
-LEADER_ELECTION_ID = Flag("--leader-election-id", DnsName(subdomain=True), default="noe-controller",
-                          help="name of the leader Lease")
-LEASE_DURATION = Flag("--lease-duration", Duration(), default="15s",
-                      help="how long followers wait after the last renewal before taking the Lease over")
-RENEW_DEADLINE = Flag("--renew-deadline", Duration(), default="10s",
-                      help="how long the leader keeps trying to renew before it stops acting")
+    "--leader-election-namespace",
+    DnsName(allow_empty=True, metavar="NS"),
+    default="",
+    help="namespace of the leader Lease (empty: the pod's own namespace from its service account, else default)",
+)
+LEADER_ELECTION_ID = Flag(
+    "--leader-election-id", DnsName(subdomain=True), default="noe-controller", help="name of the leader Lease"
+)
+LEASE_DURATION = Flag(
+    "--lease-duration",
+    Duration(),
+    default="15s",
+    help="how long followers wait after the last renewal before taking the Lease over",
+)
+RENEW_DEADLINE = Flag(
+    "--renew-deadline",
+    Duration(),
+    default="10s",
+    help="how long the leader keeps trying to renew before it stops acting",
+)
 RETRY_PERIOD = Flag("--retry-period", Duration(), default="2s", help="time between tries to acquire or renew")
-EVICTION_BACKOFF = Flag("--eviction-backoff", Duration(), default="1h",
-                        help="at most one eviction per owner, image digest and node architecture within this")
-GATE_TIMEOUT = Flag("--gate-timeout", Duration(), default="5m",
-                    help="after this long (from the pod's creation) a gated pod whose lookups still fail "
-                         "is let go without placement")
-DRY_RUN = Flag("--dry-run", Boolean(), action="switch",
-               help="evict and patch nothing: log and write Events for what would be done")
+EVICTION_BACKOFF = Flag(
+    "--eviction-backoff",
+    Duration(),
+    default="1h",
+    help="at most one eviction per owner, image digest and node architecture within this",
+)
+GATE_TIMEOUT = Flag(
+    "--gate-timeout",
+    Duration(),
+    default="5m",
+    help="after this long (from the pod's creation) a gated pod whose lookups still fail is let go without placement",
+)
+DRY_RUN = Flag(
+    "--dry-run", Boolean(), action="switch", help="evict and patch nothing: log and write Events for what would be done"
+)
 
-CONTROLLER_FLAGS = (KUBECONFIG, LEADER_ELECT, LEADER_ELECTION_NAMESPACE, LEADER_ELECTION_ID, LEASE_DURATION,
-                    RENEW_DEADLINE, RETRY_PERIOD, EVICTION_BACKOFF, GATE_TIMEOUT, DRY_RUN, METRICS_ADDR,
-                    IMAGE_PLATFORMS, PULL_SECRET_CACHE_TTL, LOOKUP_TIMEOUT, LOG_LEVEL_FLAG)
+CONTROLLER_FLAGS = (
+    KUBECONFIG,
+    LEADER_ELECT,
+    LEADER_ELECTION_NAMESPACE,
+    LEADER_ELECTION_ID,
+    LEASE_DURATION,
+    RENEW_DEADLINE,
+    RETRY_PERIOD,
+    EVICTION_BACKOFF,
+    GATE_TIMEOUT,
+    DRY_RUN,
+    METRICS_ADDR,
+    IMAGE_PLATFORMS,
+    PULL_SECRET_CACHE_TTL,
+    LOOKUP_TIMEOUT,
+    LOG_LEVEL_FLAG,
+)

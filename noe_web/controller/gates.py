@@ -121,12 +121,17 @@ class GateFinisher:
             delay: float = min(RETRY_START * 2**attempt, RETRY_CAP, max(remaining, 0.1))
             return delay
         if waiting:
-            reasons = "; ".join(f"{image}: {lookups[image].reason}" for image in waiting
-                                if isinstance(lookups[image], LookupFailure))
+            reasons = "; ".join(
+                f"{image}: {lookups[image].reason}" for image in waiting if isinstance(lookups[image], LookupFailure)
+            )
             self._patch(pod, remove_gate_operation(spec))
-            self.actions.event(target, WARNING, REASON_TIMED_OUT,
-                               f"image lookups still failing after {self.gate_timeout:g}s ({reasons}): "
-                               f"scheduling gate {SCHEDULING_GATE} removed without architecture placement")
+            self.actions.event(
+                target,
+                WARNING,
+                REASON_TIMED_OUT,
+                f"image lookups still failing after {self.gate_timeout:g}s ({reasons}): "
+                f"scheduling gate {SCHEDULING_GATE} removed without architecture placement",
+            )
             self.metrics.gate_outcomes.labels("dry_run" if self.actions.dry_run else "timed_out").inc()
             self._attempts.pop(uid, None)
             if self.actions.dry_run:
@@ -139,11 +144,15 @@ class GateFinisher:
             self.metrics.gate_outcomes.labels("no_common_architecture").inc()
             return None
         self._patch(pod, (*decision.patch, *remove_gate_operation(spec)))
-        placed = (f"required kubernetes.io/arch in [{', '.join(decision.common)}]" if decision.common
-                  else "no architecture placement needed")
+        placed = (
+            f"required kubernetes.io/arch in [{', '.join(decision.common)}]"
+            if decision.common
+            else "no architecture placement needed"
+        )
         warnings = f" (warnings: {'; '.join(decision.warnings)})" if decision.warnings else ""
-        self.actions.event(target, NORMAL, REASON_PLACED,
-                           f"{placed}; scheduling gate {SCHEDULING_GATE} removed{warnings}")
+        self.actions.event(
+            target, NORMAL, REASON_PLACED, f"{placed}; scheduling gate {SCHEDULING_GATE} removed{warnings}"
+        )
         self.metrics.gate_outcomes.labels("dry_run" if self.actions.dry_run else "placed").inc()
         self._attempts.pop(uid, None)
         if self.actions.dry_run:

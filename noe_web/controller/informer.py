@@ -139,8 +139,11 @@ class Informer:
         self.synced.set()
 
     def _watch(self) -> None:
-        params = {"resourceVersion": self.resource_version, "allowWatchBookmarks": "true",
-                  "timeoutSeconds": str(self.watch_seconds)}
+        params = {
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.watch_seconds),
+        }
         for event in self.kube.watch(self.path, params, timeout=self.watch_seconds + 30):
             if self._stop.is_set():
                 return

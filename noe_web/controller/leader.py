@@ -120,8 +120,12 @@ class LeaderElector:
             while not self._try():
                 if self._clock() >= deadline or self._stop.is_set():
                     if not self._stop.is_set():
-                        log.warning("leader lease %s/%s not renewed within %gs: stopping to act",
-                                    s.namespace, s.name, s.renew_deadline)
+                        log.warning(
+                            "leader lease %s/%s not renewed within %gs: stopping to act",
+                            s.namespace,
+                            s.name,
+                            s.renew_deadline,
+                        )
                         self._set_leader(False)
                     return
                 self._stop.wait(s.retry_period / 4)
@@ -157,8 +161,12 @@ class LeaderElector:
             lease = self.kube.call("GET", f"{self.path}/{quote(s.name, safe='')}", timeout=timeout)
         except NotFound:
             first = self._spec(wall, acquire_time=_micro_time(wall), transitions=0)
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": s.name, "namespace": s.namespace}, "spec": first}
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": s.name, "namespace": s.namespace},
+                "spec": first,
+            }
             try:
                 self._lease = self.kube.call("POST", self.path, body=body, timeout=timeout)
             except KubeError as exc:
@@ -186,8 +194,7 @@ class LeaderElector:
         body = dict(lease)
         body["spec"] = new_spec
         try:
-            self._lease = self.kube.call("PUT", f"{self.path}/{quote(s.name, safe='')}", body=body,
-                                         timeout=timeout)
+            self._lease = self.kube.call("PUT", f"{self.path}/{quote(s.name, safe='')}", body=body, timeout=timeout)
         except KubeError as exc:  # a 409 means someone else wrote it first
             log.debug("updating the lease failed: %s", exc)
             return False
@@ -202,8 +209,13 @@ class LeaderElector:
             return
         wall = time.time()
         body = dict(lease)
-        body["spec"] = {**(lease.get("spec") or {}), "holderIdentity": "", "leaseDurationSeconds": 1,
-                        "renewTime": _micro_time(wall), "acquireTime": _micro_time(wall)}
+        body["spec"] = {
+            **(lease.get("spec") or {}),
+            "holderIdentity": "",
+            "leaseDurationSeconds": 1,
+            "renewTime": _micro_time(wall),
+            "acquireTime": _micro_time(wall),
+        }
         try:
             self.kube.call("PUT", f"{self.path}/{quote(self.settings.name, safe='')}", body=body, timeout=2.0)
             log.info("released the leader lease", extra={"fields": {"lease": self.settings.name}})

@@ -38,8 +38,9 @@ class PodLookups:
             return True
         return self.resolver is not None and self.resolver.cached(image) is not None
 
-    def lookups(self, images: Sequence[str], namespace: str, pull_secrets: Sequence[str],
-                *, timeout: float | None = None) -> tuple[Lookups, tuple[str, ...]]:
+    def lookups(
+        self, images: Sequence[str], namespace: str, pull_secrets: Sequence[str], *, timeout: float | None = None
+    ) -> tuple[Lookups, tuple[str, ...]]:
         """The lookups of ``images`` and warnings about how they were obtained (a Secret not read)."""
         warnings: list[str] = []
         keychain = None

@@ -30,28 +30,47 @@ class ControllerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         self.registry_metrics = Metrics(r)  # the registry client's observer, as in the webhook
-        self.pods_examined = Counter("noe_controller_pods_examined_total",
-                                     "Pods the leader examined (misplacement, exec format errors, gates).",
-                                     registry=r)
-        self.misplaced = Counter("noe_controller_misplaced_pods_total",
-                                 "Pods found on a node their images do not support, by what was done.",
-                                 ["action"], registry=r)
-        self.exec_format_errors = Counter("noe_controller_exec_format_errors_total",
-                                          "Containers found failing with exec format error, by where it was seen.",
-                                          ["source"], registry=r)
-        self.gated_pending = Gauge("noe_controller_gated_pods", "Pods waiting behind noe's scheduling gate.",
-                                   registry=r)
-        self.gated_oldest = Gauge("noe_controller_gated_pod_oldest_age_seconds",
-                                  "Age of the oldest pod waiting behind noe's scheduling gate.", registry=r)
-        self.gate_outcomes = Counter("noe_controller_gate_outcomes_total", "Gated pods finished, by outcome.",
-                                     ["outcome"], registry=r)
+        self.pods_examined = Counter(
+            "noe_controller_pods_examined_total",
+            "Pods the leader examined (misplacement, exec format errors, gates).",
+            registry=r,
+        )
+        self.misplaced = Counter(
+            "noe_controller_misplaced_pods_total",
+            "Pods found on a node their images do not support, by what was done.",
+            ["action"],
+            registry=r,
+        )
+        self.exec_format_errors = Counter(
+            "noe_controller_exec_format_errors_total",
+            "Containers found failing with exec format error, by where it was seen.",
+            ["source"],
+            registry=r,
+        )
+        self.gated_pending = Gauge(
+            "noe_controller_gated_pods", "Pods waiting behind noe's scheduling gate.", registry=r
+        )
+        self.gated_oldest = Gauge(
+            "noe_controller_gated_pod_oldest_age_seconds",
+            "Age of the oldest pod waiting behind noe's scheduling gate.",
+            registry=r,
+        )
+        self.gate_outcomes = Counter(
+            "noe_controller_gate_outcomes_total", "Gated pods finished, by outcome.", ["outcome"], registry=r
+        )
         self.leader = Gauge("noe_controller_leader", "1 while this process holds the leader Lease.", registry=r)
-        self.watch_restarts = Counter("noe_controller_watch_restarts_total",
-                                      "Watches started again, by resource and reason (ended, gone, error).",
-                                      ["resource", "reason"], registry=r)
-        self.api_writes = Counter("noe_controller_api_writes_total",
-                                  "Writes sent to the Kubernetes API, by verb (evict, patch, event).",
-                                  ["verb"], registry=r)
+        self.watch_restarts = Counter(
+            "noe_controller_watch_restarts_total",
+            "Watches started again, by resource and reason (ended, gone, error).",
+            ["resource", "reason"],
+            registry=r,
+        )
+        self.api_writes = Counter(
+            "noe_controller_api_writes_total",
+            "Writes sent to the Kubernetes API, by verb (evict, patch, event).",
+            ["verb"],
+            registry=r,
+        )
         for action in MISPLACED_ACTIONS:
             self.misplaced.labels(action)
         for outcome in GATE_OUTCOMES:

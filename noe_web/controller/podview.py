@@ -42,8 +42,9 @@ def _containers(spec: Mapping[str, Any], key: str) -> list[dict[str, str]]:
     items = spec.get(key)
     if not isinstance(items, list):
         return []
-    return [{"name": str(c.get("name") or ""), "image": str(c.get("image") or "")}
-            for c in items if isinstance(c, Mapping)]
+    return [
+        {"name": str(c.get("name") or ""), "image": str(c.get("image") or "")} for c in items if isinstance(c, Mapping)
+    ]
 
 
 def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
@@ -54,10 +55,12 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(meta, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)
     owners = [
         {k: o.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
-        for o in meta.get("ownerReferences") or () if isinstance(o, Mapping) and o.get("controller") is True
+        for o in meta.get("ownerReferences") or ()
+        if isinstance(o, Mapping) and o.get("controller") is True
     ]
-    out_meta: dict[str, Any] = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
-                                                        "creationTimestamp") if k in meta}
+    out_meta: dict[str, Any] = {
+        k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta
+    }
     if owners:
         out_meta["ownerReferences"] = owners
     out_spec: dict[str, Any] = {"containers": _containers(spec, "containers")}
@@ -66,18 +69,26 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     for key in ("nodeName", "imagePullSecrets", "schedulingGates"):
         if spec.get(key):
             out_spec[key] = spec[key]
-    conditions = [{"type": "Ready", "status": c.get("status")} for c in status.get("conditions") or ()
-                  if isinstance(c, Mapping) and c.get("type") == "Ready"]
+    conditions = [
+        {"type": "Ready", "status": c.get("status")}
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping) and c.get("type") == "Ready"
+    ]
     statuses = []
     for key in ("initContainerStatuses", "containerStatuses"):
         for cs in status.get(key) or ():
             if isinstance(cs, Mapping):
-                statuses.append({"name": str(cs.get("name") or ""), "image": str(cs.get("image") or ""),
-                                 "imageID": str(cs.get("imageID") or ""),
-                                 "restartCount": int(cs.get("restartCount") or 0),
-                                 "state": _state(cs.get("state")), "lastState": _state(cs.get("lastState"))})
-    return {"metadata": out_meta, "spec": out_spec,
-            "status": {"conditions": conditions, "containerStatuses": statuses}}
+                statuses.append(
+                    {
+                        "name": str(cs.get("name") or ""),
+                        "image": str(cs.get("image") or ""),
+                        "imageID": str(cs.get("imageID") or ""),
+                        "restartCount": int(cs.get("restartCount") or 0),
+                        "state": _state(cs.get("state")),
+                        "lastState": _state(cs.get("lastState")),
+                    }
+                )
+    return {"metadata": out_meta, "spec": out_spec, "status": {"conditions": conditions, "containerStatuses": statuses}}
 
 
 def slim_node(node: dict[str, Any]) -> dict[str, Any]:
@@ -86,9 +97,11 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
     info = (node.get("status") or {}).get("nodeInfo") or {}
-    return {"metadata": {"name": meta.get("name", "")},
-            "arch": str(labels.get(ARCH_LABEL) or info.get("architecture") or ""),
-            "os": str(labels.get(OS_LABEL) or info.get("operatingSystem") or "")}
+    return {
+        "metadata": {"name": meta.get("name", "")},
+        "arch": str(labels.get(ARCH_LABEL) or info.get("architecture") or ""),
+        "os": str(labels.get(OS_LABEL) or info.get("operatingSystem") or ""),
+    }
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
@@ -113,11 +126,18 @@ class ContainerState:
 def containers(pod: Mapping[str, Any]) -> Iterator[ContainerState]:
     """Each container's state: crash-looping, and whether a current or last state message says it."""
     for cs in pod["status"]["containerStatuses"]:
-        texts = [part.get("message", "") for state in (cs["state"], cs["lastState"])
-                 for part in state.values() if isinstance(part, Mapping)]
+        texts = [
+            part.get("message", "")
+            for state in (cs["state"], cs["lastState"])
+            for part in state.values()
+            if isinstance(part, Mapping)
+        ]
         waiting = cs["state"].get("waiting") or {}
         yield ContainerState(
-            cs["name"], cs["image"], cs["imageID"], cs["restartCount"],
+            cs["name"],
+            cs["image"],
+            cs["imageID"],
+            cs["restartCount"],
             crash_looping=waiting.get("reason") == "CrashLoopBackOff",
             says_exec_format_error=any(EXEC_FORMAT_ERROR in text.lower() for text in texts),
         )

@@ -103,12 +103,24 @@ class Controller:
         self.kube, self.lookups, self.actions, self.gates, self.metrics = kube, lookups, actions, gates, metrics
         self.settings = settings or ControllerSettings()
         s = self.settings
-        self.pods = Informer(kube, "/api/v1/pods", slim=slim_pod, on_change=self._pod_changed,
-                             on_restart=lambda reason: metrics.watch_restarts.labels("pods", reason).inc(),
-                             page_size=s.page_size, watch_seconds=s.watch_seconds)
-        self.nodes = Informer(kube, "/api/v1/nodes", slim=slim_node, on_change=self._node_changed,
-                              on_restart=lambda reason: metrics.watch_restarts.labels("nodes", reason).inc(),
-                              page_size=s.page_size, watch_seconds=s.watch_seconds)
+        self.pods = Informer(
+            kube,
+            "/api/v1/pods",
+            slim=slim_pod,
+            on_change=self._pod_changed,
+            on_restart=lambda reason: metrics.watch_restarts.labels("pods", reason).inc(),
+            page_size=s.page_size,
+            watch_seconds=s.watch_seconds,
+        )
+        self.nodes = Informer(
+            kube,
+            "/api/v1/nodes",
+            slim=slim_node,
+            on_change=self._node_changed,
+            on_restart=lambda reason: metrics.watch_restarts.labels("nodes", reason).inc(),
+            page_size=s.page_size,
+            watch_seconds=s.watch_seconds,
+        )
         self.queue: WorkQueue[Key] = WorkQueue()
         self._said = Remembered()
         self._logs_read = Remembered()
@@ -163,9 +175,18 @@ class Controller:
         else:
             return
         self.reconciles += 1
-        log.info("full reconcile done", extra={"fields": {
-            "event": "reconciled", "pods": len(keys), "nodes": len(self.nodes),
-            "seconds": round(time.monotonic() - started, 3), "reconciles": self.reconciles}})
+        log.info(
+            "full reconcile done",
+            extra={
+                "fields": {
+                    "event": "reconciled",
+                    "pods": len(keys),
+                    "nodes": len(self.nodes),
+                    "seconds": round(time.monotonic() - started, 3),
+                    "reconciles": self.reconciles,
+                }
+            },
+        )
 
     # --- cache events ----------------------------------------------------------------------------
     def _pod_changed(self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -238,14 +259,23 @@ class Controller:
                 continue
             if self._said.first((uid, REASON_EXEC_FORMAT, container.name)):
                 self.metrics.exec_format_errors.labels(source).inc()
-                self.actions.event(target, WARNING, REASON_EXEC_FORMAT,
-                                   f"container {container.name} (image {container.image}) cannot run on node "
-                                   f"{node_name} ({node['os']}/{node['arch']}): {EXEC_FORMAT_ERROR}")
+                self.actions.event(
+                    target,
+                    WARNING,
+                    REASON_EXEC_FORMAT,
+                    f"container {container.name} (image {container.image}) cannot run on node "
+                    f"{node_name} ({node['os']}/{node['arch']}): {EXEC_FORMAT_ERROR}",
+                )
             if not ready and owner is not None and owner.kind != DAEMON_SET:
                 # the same key as a misplaced pod's: the digest alone (imageID is "[scheme://]repo@sha256:…")
                 digest = container.image_id.rsplit("@", 1)[-1] if "@" in container.image_id else container.image
-                return self._evict(pod, owner, (digest, node["arch"]), f"container {container.name} fails "
-                                   f"with {EXEC_FORMAT_ERROR} on {node['arch']}", target)
+                return self._evict(
+                    pod,
+                    owner,
+                    (digest, node["arch"]),
+                    f"container {container.name} fails with {EXEC_FORMAT_ERROR} on {node['arch']}",
+                    target,
+                )
         try:
             workload = read_workload(pod, POD)
         except InvalidObject:
@@ -279,18 +309,24 @@ class Controller:
         if not self._logs_read.first((meta.get("uid"), container.name, container.restart_count)):
             return None
         path = pod_path(meta.get("namespace", ""), meta["name"]) + "/log"
-        params = {"container": container.name, "previous": "true", "tailLines": str(LOG_TAIL_LINES),
-                  "limitBytes": str(LOG_TAIL_BYTES)}
+        params = {
+            "container": container.name,
+            "previous": "true",
+            "tailLines": str(LOG_TAIL_LINES),
+            "limitBytes": str(LOG_TAIL_BYTES),
+        }
         try:
             text = self.kube.get_text(path, params)
         except KubeError as exc:
-            log.debug("previous log of %s/%s %s unreadable: %s", meta.get("namespace"), meta["name"],
-                      container.name, exc)
+            log.debug(
+                "previous log of %s/%s %s unreadable: %s", meta.get("namespace"), meta["name"], container.name, exc
+            )
             return None
         return "previous_log" if EXEC_FORMAT_ERROR in text[-LOG_TAIL_BYTES:].lower() else None
 
-    def _evict(self, pod: dict[str, Any], owner: ObjectRef, what: tuple[str, str], problem: str,
-               target: ObjectRef) -> float | None:
+    def _evict(
+        self, pod: dict[str, Any], owner: ObjectRef, what: tuple[str, str], problem: str, target: ObjectRef
+    ) -> float | None:
         meta = pod["metadata"]
         uid = meta.get("uid", "")
         key: EvictionKey = (f"{owner.kind}/{owner.namespace}/{owner.name}", *what)
@@ -304,16 +340,25 @@ class Controller:
             attempt = self._budget_retries.get(uid, 0)
             self._budget_retries[uid] = attempt + 1
             if attempt == 0:
-                self.actions.event(target, WARNING, REASON_INCOMPATIBLE,
-                                   f"{problem}; eviction refused by a disruption budget: retrying with backoff")
+                self.actions.event(
+                    target,
+                    WARNING,
+                    REASON_INCOMPATIBLE,
+                    f"{problem}; eviction refused by a disruption budget: retrying with backoff",
+                )
             return float(min(BUDGET_RETRY_START * 2**attempt, BUDGET_RETRY_CAP))
         self._budget_retries.pop(uid, None)
         if outcome == "backoff":
             if self._said.first((uid, "backoff")):
-                log.info("pod %s/%s: %s; not evicted: %s %s was evicted for this image within the eviction "
-                         "backoff", meta.get("namespace"), meta["name"], problem, owner.kind, owner.name)
+                log.info(
+                    "pod %s/%s: %s; not evicted: %s %s was evicted for this image within the eviction backoff",
+                    meta.get("namespace"),
+                    meta["name"],
+                    problem,
+                    owner.kind,
+                    owner.name,
+                )
             return None
         verb = "would evict" if outcome == "dry_run" else "evicted through the Eviction API"
         self.actions.event(target, WARNING, REASON_INCOMPATIBLE, f"{problem}; {verb}")
         return None
-

@@ -74,8 +74,9 @@ class _Pipe:
         message: dict[str, Any] = json.loads(raw)
         return message
 
-    def call(self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None,
-             timeout: float = 60) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None, timeout: float = 60
+    ) -> dict[str, Any]:
         self._next += 1
         ident = self._next
         body: dict[str, Any] = {"id": ident, "method": method, "params": params or {}}
@@ -119,16 +120,31 @@ def open_page(url: str, script: str = "null") -> PageResult:
     with tempfile.TemporaryDirectory(prefix="noe-chromium-") as profile:
         proc = subprocess.Popen(
             [
-                binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-                "--remote-debugging-pipe", f"--user-data-dir={profile}",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-default-apps", "--disable-extensions", "--no-pings", "--disable-domain-reliability",
-                f"--proxy-server=http://127.0.0.1:{_closed_port()}", "--proxy-bypass-list=<-loopback>",
+                binary,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--no-first-run",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-default-apps",
+                "--disable-extensions",
+                "--no-pings",
+                "--disable-domain-reliability",
+                f"--proxy-server=http://127.0.0.1:{_closed_port()}",
+                "--proxy-bypass-list=<-loopback>",
                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
                 "about:blank",
             ],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=wire, close_fds=False,  # noqa: PLW1509 - the pipe must land on fds 3 and 4
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=wire,  # noqa: PLW1509 - the pipe must land on fds 3 and 4
+            close_fds=False,
         )
         os.close(to_browser_r)
         os.close(from_browser_w)
@@ -138,17 +154,23 @@ def open_page(url: str, script: str = "null") -> PageResult:
             session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Network.enable", "Page.enable"):
                 pipe.call(domain, session=session)
-            pipe.call("Emulation.setDeviceMetricsOverride",
-                      {"width": WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=session)
+            pipe.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+                session=session,
+            )
             pipe.call("Page.navigate", {"url": url}, session=session)
             pipe.wait_for("Page.loadEventFired")
             time.sleep(0.5)  # let late fetches (fonts, images) start, so they are seen
-            value = pipe.call("Runtime.evaluate", {"expression": script, "returnByValue": True},
-                              session=session)["result"].get("value")
+            value = pipe.call("Runtime.evaluate", {"expression": script, "returnByValue": True}, session=session)[
+                "result"
+            ].get("value")
             height = pipe.call("Page.getLayoutMetrics", session=session)["cssContentSize"]["height"]
-            pipe.call("Emulation.setDeviceMetricsOverride",
-                      {"width": WIDTH, "height": min(int(height), MAX_HEIGHT), "deviceScaleFactor": 1,
-                       "mobile": False}, session=session)
+            pipe.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": WIDTH, "height": min(int(height), MAX_HEIGHT), "deviceScaleFactor": 1, "mobile": False},
+                session=session,
+            )
             shot = pipe.call("Page.captureScreenshot", {"format": "png"}, session=session)["data"]
             requests = [
                 event["params"]["request"]["url"]

@@ -25,8 +25,10 @@ ARCHS = ("amd64", "arm64")
 
 # image -> (platform strings written to the file, usable linux architectures among amd64/arm64 or None)
 _IMAGES: dict[str, tuple[Any, frozenset[str] | None]] = {
-    "docker.io/library/nginx:1.27": (["linux/amd64", "linux/arm64/v8", "linux/arm/v7", "unknown/unknown"],
-                                     frozenset(ARCHS)),
+    "docker.io/library/nginx:1.27": (
+        ["linux/amd64", "linux/arm64/v8", "linux/arm/v7", "unknown/unknown"],
+        frozenset(ARCHS),
+    ),
     "busybox:1.36": (["linux/amd64", "linux/arm64/v8", "linux/386", "linux/s390x"], frozenset(ARCHS)),
     "redis:7": (["linux/x86_64", "linux/aarch64"], frozenset(ARCHS)),
     "postgres:16@sha256:" + "a" * 64: (["linux/amd64", "linux/arm64", "windows/amd64"], frozenset(ARCHS)),
@@ -142,8 +144,15 @@ def generate(directory: Path, *, pods: int = 5000, namespaces: int = 40, seed: i
             else:
                 meta["name"], owner = name, None
             if owner:
-                meta["ownerReferences"] = [{"apiVersion": "v1", "kind": owner[0], "name": owner[1],
-                                            "uid": f"uid-{serial}-{index}", "controller": True}]
+                meta["ownerReferences"] = [
+                    {
+                        "apiVersion": "v1",
+                        "kind": owner[0],
+                        "name": owner[1],
+                        "uid": f"uid-{serial}-{index}",
+                        "controller": True,
+                    }
+                ]
             spec = {
                 "containers": [_container(rng, f"c{i}", image, cpus[i], mems[i]) for i, image in enumerate(images)],
                 "nodeName": f"node-{rng.randint(1, 300)}",
@@ -152,16 +161,18 @@ def generate(directory: Path, *, pods: int = 5000, namespaces: int = 40, seed: i
                 spec["initContainers"] = [
                     _container(rng, f"init{i}", image, init_cpus[i], init_mems[i]) for i, image in enumerate(inits)
                 ]
-            items.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
-                          "status": {"phase": phase}})
+            items.append(
+                {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+            )
             if phase not in ("Succeeded", "Failed"):
                 truth[key].pods += 1
                 truth[key].cpu_millis += cpu
                 truth[key].memory_bytes += memory
             made += 1
     cluster = directory / "cluster.json"
-    cluster.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
-                                   "items": items}))
+    cluster.write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items})
+    )
     platforms: dict[str, Any] = {image: value for image, (value, _) in _IMAGES.items() if value is not None}
     platforms.update(_GLOBS)
     platforms_file = directory / "platforms.json"

@@ -56,7 +56,8 @@ class Budget:
 class ClusterState(FakeKubeState):
     rv: int = 1
     objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = field(
-        default_factory=lambda: {kind: {} for kind in KINDS})
+        default_factory=lambda: {kind: {} for kind in KINDS}
+    )
     history: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
     compacted: int = 0
     watch_generation: int = 0
@@ -177,8 +178,11 @@ class ClusterHandler(_Handler):
             else:
                 self._send(405, _status(405, "MethodNotAllowed", "not supported here"))
             return
-        if parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and len(parts) >= 6 \
-                and parts[5] == "leases":
+        if (
+            parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"]
+            and len(parts) >= 6
+            and parts[5] == "leases"
+        ):
             self._lease(method, parts[4], parts[6] if len(parts) == 7 else "", body)
             return
         super()._route(method, parts, body)
@@ -248,8 +252,16 @@ class ClusterHandler(_Handler):
                     since = rv
                 if bookmarks and time.monotonic() - last_bookmark >= state.bookmark_interval:
                     since = max(since, current)
-                    self._chunk({"type": "BOOKMARK", "object": {
-                        "kind": KINDS[kind], "apiVersion": "v1", "metadata": {"resourceVersion": str(since)}}})
+                    self._chunk(
+                        {
+                            "type": "BOOKMARK",
+                            "object": {
+                                "kind": KINDS[kind],
+                                "apiVersion": "v1",
+                                "metadata": {"resourceVersion": str(since)},
+                            },
+                        }
+                    )
                     last_bookmark = time.monotonic()
         except OSError:
             return
@@ -293,8 +305,14 @@ class ClusterHandler(_Handler):
                 self._send(422, _status(422, "Invalid", f"the patch does not apply: {exc}"))
                 return
             if patched["metadata"].get("resourceVersion") != pod["metadata"]["resourceVersion"]:
-                self._send(409, _status(409, "Conflict", "the object has been modified; please apply your "
-                                                         "changes to the latest version and try again"))
+                self._send(
+                    409,
+                    _status(
+                        409,
+                        "Conflict",
+                        "the object has been modified; please apply your changes to the latest version and try again",
+                    ),
+                )
                 return
             problem = _gated_update_problem(pod, patched)
             if problem:
@@ -314,8 +332,14 @@ class ClusterHandler(_Handler):
             for budget in state.budgets:
                 if budget.namespace == ns and all(labels.get(k) == v for k, v in budget.match_labels.items()):
                     if budget.disruptions_allowed <= 0:
-                        self._send(429, _status(429, "TooManyRequests",
-                                                "Cannot evict pod as it would violate the pod's disruption budget."))
+                        self._send(
+                            429,
+                            _status(
+                                429,
+                                "TooManyRequests",
+                                "Cannot evict pod as it would violate the pod's disruption budget.",
+                            ),
+                        )
                         return
                     budget.disruptions_allowed -= 1
             state._write("pods", "DELETED", pod)
@@ -330,7 +354,7 @@ class ClusterHandler(_Handler):
             self._send(400, _status(400, "BadRequest", "previous terminated container not found"))
             return
         if query.get("tailLines"):
-            text = "".join(text.splitlines(keepends=True)[-int(query["tailLines"]):])
+            text = "".join(text.splitlines(keepends=True)[-int(query["tailLines"]) :])
         data = text.encode()
         if query.get("limitBytes"):
             data = data[: int(query["limitBytes"])]
@@ -459,8 +483,16 @@ def start_fake_cluster(ca: CA, *, tokens: tuple[str, ...] = ()) -> Iterator[Fake
 
 
 def owned_by(kind: str, name: str, api_version: str = "apps/v1") -> list[dict[str, Any]]:
-    return [{"apiVersion": api_version, "kind": kind, "name": name, "uid": str(uuid.uuid4()),
-             "controller": True, "blockOwnerDeletion": True}]
+    return [
+        {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": name,
+            "uid": str(uuid.uuid4()),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
 
 
 def ready(value: bool) -> dict[str, Any]:

@@ -82,8 +82,14 @@ def _collection(parts: list[str]) -> tuple[str, str | None] | None:
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
-            "message": message, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": reason,
+        "message": message,
+        "code": code,
+    }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -166,8 +172,14 @@ class _Handler(BaseHTTPRequestHandler):
                 state.events.append(body)
             self._send(201, body)
             return
-        if (method == "POST" and len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "pods"
-                and "dryRun=All" in self.path and isinstance(body, dict)):
+        if (
+            method == "POST"
+            and len(parts) == 5
+            and parts[:2] == ["api", "v1"]
+            and parts[4] == "pods"
+            and "dryRun=All" in self.path
+            and isinstance(body, dict)
+        ):
             self._send(*self._admit_pod(parts[3], body, state))
             return
         self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
@@ -191,8 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
             metadata["continue"] = base64.urlsafe_b64encode(f"offset:{start + limit}".encode()).decode()
             metadata["remainingItemCount"] = len(items) - start - limit
         body_items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in page]
-        self._send(200, {"kind": _LIST_KINDS[resource], "apiVersion": "v1", "metadata": metadata,
-                         "items": body_items})
+        self._send(200, {"kind": _LIST_KINDS[resource], "apiVersion": "v1", "metadata": metadata, "items": body_items})
 
     def _admit_pod(self, namespace: str, pod: dict[str, Any], state: FakeKubeState) -> tuple[int, dict[str, Any]]:
         """What the API server does for a dry-run create: call the mutating webhook, apply its patch."""
@@ -200,10 +211,20 @@ class _Handler(BaseHTTPRequestHandler):
         obj.setdefault("metadata", {})["namespace"] = namespace
         if state.admit is None:
             return 201, obj
-        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-            "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": namespace,
-            "operation": "CREATE", "object": obj, "dryRun": True, "userInfo": {"username": self._who()}}}
+        review = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": str(uuid.uuid4()),
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": namespace,
+                "operation": "CREATE",
+                "object": obj,
+                "dryRun": True,
+                "userInfo": {"username": self._who()},
+            },
+        }
         response = state.admit(review)["response"]
         if not response.get("allowed"):
             message = (response.get("status") or {}).get("message", "denied")

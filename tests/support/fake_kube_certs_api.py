@@ -78,10 +78,15 @@ class FakeKubeApi:
             "apiVersion": "v1",
             "kind": "Config",
             "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {
-                "server": self.url,
-                "certificate-authority-data": base64.b64encode(self.ca_pem).decode(),
-            }}],
+            "clusters": [
+                {
+                    "name": "fake",
+                    "cluster": {
+                        "server": self.url,
+                        "certificate-authority-data": base64.b64encode(self.ca_pem).decode(),
+                    },
+                }
+            ],
             "users": [{"name": "certs", "user": {"token": self.token}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "certs"}}],
         }
@@ -105,8 +110,9 @@ def _handler(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _status(self, code: int, reason: str) -> None:
-            self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
-                              "code": code})
+            self._send(
+                code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code}
+            )
 
         def _body(self) -> Any:
             length = int(self.headers.get("Content-Length") or 0)

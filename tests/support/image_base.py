@@ -39,8 +39,9 @@ def host_arch() -> str:
     return _ARCHES.get(machine, machine)
 
 
-def run_tool(cmd: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 600,
-             check: bool = True) -> subprocess.CompletedProcess[str]:
+def run_tool(
+    cmd: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 600, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run a command; on failure raise ToolFailed with its stderr's tail, which says what went wrong."""
     proc = subprocess.run(list(cmd), env=env, capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
@@ -59,10 +60,7 @@ class BuildahStore:
     def create(cls, root: Path) -> BuildahStore:
         root.mkdir(parents=True, exist_ok=True)
         (root / "storage.conf").write_text(
-            "[storage]\n"
-            'driver = "vfs"\n'
-            f'graphroot = "{root / "graph"}"\n'
-            f'runroot = "{root / "run"}"\n'
+            f'[storage]\ndriver = "vfs"\ngraphroot = "{root / "graph"}"\nrunroot = "{root / "run"}"\n'
         )
         return cls(root)
 
@@ -91,13 +89,32 @@ def _make_base(store: BuildahStore, name: str, arch: str, archive: Path) -> None
     container = store.buildah("from", "scratch").stdout.strip()
     try:
         rootfs = store.buildah("mount", container).stdout.strip()
-        run_tool(["debootstrap", "--variant=minbase", f"--arch={arch}", f"--include={','.join(BASE_PACKAGES)}",
-                  SUITE, rootfs, DEBIAN_MIRROR], timeout=1200)
+        run_tool(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--arch={arch}",
+                f"--include={','.join(BASE_PACKAGES)}",
+                SUITE,
+                rootfs,
+                DEBIAN_MIRROR,
+            ],
+            timeout=1200,
+        )
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
             run_tool(["find", os.path.join(rootfs, leftover), "-type", "f", "-delete"])
-        store.buildah("config", "--os", "linux", "--arch", arch,
-                      "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                      "--cmd", "/bin/sh", container)
+        store.buildah(
+            "config",
+            "--os",
+            "linux",
+            "--arch",
+            arch,
+            "--env",
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "--cmd",
+            "/bin/sh",
+            container,
+        )
         store.buildah("commit", "--quiet", container, name)
     finally:
         store.buildah("rm", container, check=False)

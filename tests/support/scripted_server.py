@@ -78,8 +78,11 @@ def start_scripted_server() -> Iterator[ScriptedServer]:
                     self.wfile.write(payload)
 
         def _drip(self, status: int, headers: dict[str, str], payload: bytes, rate: float) -> None:
-            lines = [f"HTTP/1.1 {status} Dripping", *(f"{k}: {v}" for k, v in headers.items()),
-                     f"Content-Length: {len(payload)}"]
+            lines = [
+                f"HTTP/1.1 {status} Dripping",
+                *(f"{k}: {v}" for k, v in headers.items()),
+                f"Content-Length: {len(payload)}",
+            ]
             raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + (payload if self.command != "HEAD" else b"")
             step = max(1, int(rate))
             self.close_connection = True
@@ -88,7 +91,7 @@ def start_scripted_server() -> Iterator[ScriptedServer]:
             try:
                 with contextlib.suppress(OSError):
                     for i in range(0, len(raw), step):
-                        self.wfile.write(raw[i:i + step])
+                        self.wfile.write(raw[i : i + step])
                         self.wfile.flush()
                         time.sleep(step / rate)
             finally:
