@@ -100,14 +100,8 @@ class _WatchedHTTPConnection(urllib3.connection.HTTPConnection):
         super().request(*args, **kwargs)
 
 
-class _WatchedHTTPSConnection(urllib3.connection.HTTPSConnection):
-    def connect(self) -> None:
-        watchdog.attach(self)
-        super().connect()
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        watchdog.attach(self)
-        super().request(*args, **kwargs)
+class _WatchedHTTPSConnection(_WatchedHTTPConnection, urllib3.connection.HTTPSConnection):
+    """The TLS twin: the method order runs the watchdog's registration, then HTTPS's own connect and send."""
 
 
 class _WatchedHTTPPool(urllib3.connectionpool.HTTPConnectionPool):
