@@ -124,7 +124,9 @@ def _mark_given(namespace: argparse.Namespace, dest: str) -> None:
     given.add(dest)
 
 
-class _Store(argparse._StoreAction):
+class _MarksGiven(argparse.Action):
+    """Records that the option was given on the command line, then does what its action class does."""
+
     def __call__(
         self,
         parser: argparse.ArgumentParser,
@@ -136,16 +138,12 @@ class _Store(argparse._StoreAction):
         _mark_given(namespace, self.dest)
 
 
-class _Append(argparse._AppendAction):
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        super().__call__(parser, namespace, values, option_string)
-        _mark_given(namespace, self.dest)
+class _Store(_MarksGiven, argparse._StoreAction):
+    pass
+
+
+class _Append(_MarksGiven, argparse._AppendAction):
+    pass
 
 
 class _Switch(argparse.Action):
