@@ -7,7 +7,6 @@ body together, for the library, the webhook's lookups and ``noe inspect --timeou
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -23,39 +22,28 @@ from noe_core.manifest import sha256_digest
 from noe_core.registry.resolver import Resolver
 from noe_core.registry.transport import make_session
 from noe_core.registry_settings import RegistrySettings
-from tests.support.scripted_server import ScriptedServer, start_scripted_server
+from tests.support.scripted_server import (
+    ARM64_CONFIG,
+    OCI_MANIFEST,
+    ScriptedServer,
+    single_arch_manifest,
+    start_scripted_server,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 INSECURE = RegistrySettings(insecure_registries=("127.0.0.1:*",))
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 RATE = 4.0  # bytes per second
 
 
-CONFIG = b'{"os":"linux","architecture":"arm64"}'
+CONFIG = ARM64_CONFIG
 CONFIG_PATH = f"/v2/app/blobs/{sha256_digest(CONFIG)}"
-
-
-def _manifest() -> bytes:
-    config = CONFIG
-    return json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": sha256_digest(config),
-                "size": len(config),
-            },
-            "layers": [],
-        }
-    ).encode()
 
 
 @pytest.fixture
 def dripping() -> Iterator[ScriptedServer]:
     with start_scripted_server() as server:
         server.routes[CONFIG_PATH] = lambda h: (200, {}, CONFIG)
-        server.routes["/v2/app/manifests/v1"] = lambda h: (200, {"Content-Type": OCI_MANIFEST}, _manifest())
+        server.routes["/v2/app/manifests/v1"] = lambda h: (200, {"Content-Type": OCI_MANIFEST}, single_arch_manifest())
         yield server
 
 

@@ -34,26 +34,20 @@ from noe_web.app import Services, create_app
 from noe_web.metrics import Metrics
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
-from tests.support.scripted_server import ScriptedServer, start_scripted_server
+from tests.support.scripted_server import (
+    ARM64_CONFIG,
+    OCI_MANIFEST,
+    ScriptedServer,
+    single_arch_manifest,
+    start_scripted_server,
+)
 
 pytestmark = [pytest.mark.faults, pytest.mark.registry]
 
 DEADLINE = 2.0
 SLACK = 0.8
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-CONFIG = b'{"os":"linux","architecture":"arm64"}'
-MANIFEST = json.dumps(
-    {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "config": {
-            "mediaType": "application/vnd.oci.image.config.v1+json",
-            "digest": sha256_digest(CONFIG),
-            "size": len(CONFIG),
-        },
-        "layers": [],
-    }
-).encode()
+CONFIG = ARM64_CONFIG
+MANIFEST = single_arch_manifest()
 MANIFEST_PATH = "/v2/app/manifests/v1"
 Answer = tuple[int, dict[str, str], bytes]
 

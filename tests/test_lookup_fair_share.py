@@ -29,11 +29,16 @@ from noe_core.settings import PolicySettings
 from noe_core.testing import admission_review, pod
 from noe_web.admission_service import AdmissionService
 from noe_web.metrics import Metrics
-from tests.support.scripted_server import ScriptedServer, start_scripted_server
+from tests.support.scripted_server import (
+    ARM64_CONFIG,
+    OCI_MANIFEST,
+    ScriptedServer,
+    single_arch_manifest,
+    start_scripted_server,
+)
 
 INSECURE = RegistrySettings(insecure_registries=("127.0.0.1:*",))
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-CONFIG = b'{"os":"linux","architecture":"arm64"}'
+CONFIG = ARM64_CONFIG
 DEADLINE = 3.0
 SLOW = 1.7
 
@@ -47,18 +52,7 @@ def hanging() -> Iterator[str]:
 
 @pytest.fixture
 def slow_registry() -> Iterator[ScriptedServer]:
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": sha256_digest(CONFIG),
-                "size": len(CONFIG),
-            },
-            "layers": [],
-        }
-    ).encode()
+    manifest = single_arch_manifest()
 
     def slow_manifest(_handler: Any) -> tuple[int, dict[str, str], bytes]:
         time.sleep(SLOW)

@@ -8,6 +8,7 @@ digest, huge error pages, Retry-After, redirects, hostile token realms.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,8 +16,30 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from noe_core.manifest import sha256_digest
+
 Route = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], bytes]]
 NOT_FOUND = (404, {}, b'{"errors":[{"code":"NOT_FOUND"}]}')
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+ARM64_CONFIG = b'{"os":"linux","architecture":"arm64"}'
+"""The config blob of the single-architecture image the scripted registries serve."""
+
+
+def single_arch_manifest(config: bytes = ARM64_CONFIG) -> bytes:
+    """An OCI image manifest naming ``config`` and no layers: what a scripted registry answers for an image."""
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": sha256_digest(config),
+                "size": len(config),
+            },
+            "layers": [],
+        }
+    ).encode()
 
 
 @dataclass(frozen=True)
