@@ -240,6 +240,8 @@ class AdmissionService:
             self.events.record(EventRequest(owner, kind, reason, f"{what}: {message}", is_owner=True))
 
     def _log(self, admission: Admission, seconds: float, stats: AdmissionStats) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return  # the fields below cost more than the line's absence
         request, decision = admission.request, admission.decision
         meta = request.obj.get("metadata") if isinstance(request.obj.get("metadata"), dict) else {}
         assert isinstance(meta, dict)
