@@ -20,35 +20,34 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
+from noe_core.comma_list import parse_comma_list
 from noe_core.errors import InvalidSettings
 from noe_core.platform import normalize_architecture, normalize_os
+from noe_core.platform_needs import PlatformScope
 
 PREFERRED_ARCH_LABEL = "arch.noe.adevinta.com/preferred"
 """Pod label through which a pod overrides the configured preferred architecture."""
 
 PreferenceMode = Literal["soft", "required"]
 PREFERENCE_MODES: tuple[PreferenceMode, ...] = ("soft", "required")
+OnLookupFailure = Literal["allow", "gate"]
+X86_64Levels = Literal["off", "nfd"]
+X86_64_LEVELS: tuple[X86_64Levels, ...] = ("off", "nfd")
+NOTHING_SCHEDULABLE: frozenset[str] = frozenset({""})
+"""``schedulable_archs`` when placement policies' ``schedulableArchitectures`` share no architecture.
+
+An empty set means "any" (the flag's default), so the empty intersection needs a value of its own: the
+empty name, which no image entry and no node has, so every image offers nothing and the pod is denied.
+"""
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 _ARCH_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-def parse_list(text: str) -> tuple[str, ...]:
-    """Split a comma-separated flag value: blanks trimmed, empty items and repeats dropped.
-
-    ``"a, b,,c"`` → ``("a", "b", "c")``; order is kept so messages follow the flag.
-    """
-    seen: dict[str, None] = {}
-    for item in text.split(","):
-        stripped = item.strip()
-        if stripped:
-            seen.setdefault(stripped, None)
-    return tuple(seen)
 
 
 def normalize_arch_name(name: str) -> str:
@@ -141,7 +140,7 @@ class ArchToleration:
 def parse_arch_tolerations(text: str) -> tuple[ArchToleration, ...]:
     """Parse ``--arch-tolerations`` (see the module docstring for the syntax)."""
     out: list[ArchToleration] = []
-    for entry in parse_list(text):
+    for entry in parse_comma_list(text):
         arch, sep, rest = entry.partition("=")
         if not sep or not arch.strip() or not rest:
             raise InvalidSettings(
@@ -161,25 +160,48 @@ def parse_arch_tolerations(text: str) -> tuple[ArchToleration, ...]:
 
 
 @dataclass(frozen=True)
+class WeightedArchitecture:
+    """A preferred architecture and the weight of its preferred scheduling term (1 to 100)."""
+
+    architecture: str
+    weight: int
+
+
+@dataclass(frozen=True)
 class PolicySettings:
-    """What the placement policy needs to know about the cluster and the operator's wishes."""
+    """What the placement policy needs to know about the cluster and the operator's wishes.
+
+    ``preferences``, when set (by placement policies, ``docs/policies.md``),
+    lists the preferred architectures with their weights and replaces
+    ``preferred_arch`` / ``preferred_arch_weight``; :attr:`preferred` is the
+    list the policy applies either way. ``system_os`` lists the nodes' OSes
+    (a string is read as a comma-separated list); ``x86_64_levels`` says whether
+    amd64 nodes carry node-feature-discovery's level labels (``nfd``) or not (``off``).
+    """
 
     preferred_arch: str = "amd64"
     schedulable_archs: frozenset[str] = field(default_factory=frozenset)
-    system_os: str = "linux"
+    system_os: tuple[str, ...] = ("linux",)
     match_node_labels: tuple[str, ...] = ()
     strict_namespaces: frozenset[str] = field(default_factory=frozenset)
     arch_tolerations: tuple[ArchToleration, ...] = ()
     preference_mode: PreferenceMode = "soft"
     preferred_arch_weight: int = 100
+    preferences: tuple[WeightedArchitecture, ...] | None = None
+    on_lookup_failure: OnLookupFailure = "allow"
+    x86_64_levels: X86_64Levels = "off"
 
     def __post_init__(self) -> None:
         # Accept any iterable (tests and callers pass lists) but store hashable, normalised values.
         object.__setattr__(
             self, "preferred_arch", normalize_arch_name(self.preferred_arch) if self.preferred_arch else ""
         )
+        if self.preferences is not None:
+            object.__setattr__(self, "preferences", tuple(self.preferences))
         object.__setattr__(self, "schedulable_archs", frozenset(normalize_arch_name(a) for a in self.schedulable_archs))
-        object.__setattr__(self, "system_os", normalize_os(self.system_os))
+        oses: str | tuple[str, ...] = self.system_os
+        listed = parse_comma_list(oses) if isinstance(oses, str) else tuple(oses)
+        object.__setattr__(self, "system_os", tuple(dict.fromkeys(normalize_os(name) for name in listed)))
         object.__setattr__(self, "match_node_labels", tuple(dict.fromkeys(self.match_node_labels)))
         object.__setattr__(self, "strict_namespaces", frozenset(self.strict_namespaces))
         object.__setattr__(self, "arch_tolerations", tuple(self.arch_tolerations))
@@ -195,8 +217,13 @@ class PolicySettings:
                     f"--preferred-arch {self.preferred_arch} is not in --cluster-schedulable-archs "
                     f"{','.join(sorted(self.schedulable_archs))}: add it there or change the preference"
                 )
-        if not is_arch_name(self.system_os):
-            raise InvalidSettings(f"--system-os: {self.system_os!r} is not an OS name such as linux")
+        if not self.system_os:
+            raise InvalidSettings("--system-os: name at least one OS, such as linux")
+        for name in self.system_os:
+            if not is_arch_name(name):
+                raise InvalidSettings(f"--system-os: {name!r} is not an OS name such as linux or windows")
+        if self.x86_64_levels not in X86_64_LEVELS:
+            raise InvalidSettings(f"--x86-64-levels: {self.x86_64_levels!r} must be 'off' or 'nfd'")
         for key in self.match_node_labels:
             if not is_label_key(key):
                 raise InvalidSettings(f"--match-node-labels: {key!r} is not a valid label key")
@@ -212,39 +239,21 @@ class PolicySettings:
             raise InvalidSettings(f"--preferred-arch-weight: {weight!r} must be an integer from 1 to 100")
         return self
 
-    @classmethod
-    def from_flags(
-        cls,
-        *,
-        preferred_arch: str = "amd64",
-        cluster_schedulable_archs: str = "",
-        system_os: str = "linux",
-        match_node_labels: str = "",
-        strict_namespaces: str = "",
-        arch_tolerations: str = "",
-        preference_mode: str = "soft",
-        preferred_arch_weight: int | str = 100,
-    ) -> PolicySettings:
-        """Build validated settings from flag / environment strings, read as ``noe serve`` reads them.
+    @property
+    def preferred(self) -> tuple[WeightedArchitecture, ...]:
+        """The preferred architectures in list order: ``preferences``, else the flags' one (or none)."""
+        if self.preferences is not None:
+            return self.preferences
+        if not self.preferred_arch:
+            return ()
+        return (WeightedArchitecture(self.preferred_arch, self.preferred_arch_weight),)
 
-        The flags' own value parsers do the reading (:mod:`noe_core.cli.flags`),
-        so a value means here what it means on the command line.
-        """
-        from noe_core.cli.policy_options import policy_settings_from_text  # noqa: PLC0415 - it imports this module
-
-        return policy_settings_from_text(
-            {
-                "preferred_arch": preferred_arch,
-                "cluster_schedulable_archs": cluster_schedulable_archs,
-                "system_os": system_os,
-                "match_node_labels": match_node_labels,
-                "strict_namespaces": strict_namespaces,
-                "arch_tolerations": arch_tolerations,
-                "preference_mode": preference_mode,
-                "preferred_arch_weight": str(preferred_arch_weight),
-            }
-        )
+    @cached_property
+    def scope(self) -> PlatformScope:
+        """The nodes the cluster can have, as :mod:`noe_core.platform_needs` reads them (computed once)."""
+        return PlatformScope(self.system_os, self.schedulable_archs, self.x86_64_levels == "nfd")
 
     def is_schedulable(self, arch: str) -> bool:
-        """True when the cluster may run ``arch`` (an empty schedulable list allows any)."""
+        """True when the cluster may run ``arch`` (an empty schedulable list allows any; see
+        :data:`NOTHING_SCHEDULABLE` for the one that allows none)."""
         return not self.schedulable_archs or arch in self.schedulable_archs

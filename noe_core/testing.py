@@ -13,9 +13,26 @@ Users check what noe will do to their workloads without a cluster::
     assert testing.schedulable(decision.obj, testing.node("n1", "arm64"))
     assert not testing.schedulable(decision.obj, testing.node("n2", "amd64"))
 
+Placement policies go through the same merge as in the cluster::
+
+    from noe_core.admission import admit, parse_admission_review
+    from noe_core.lookup import fixed
+
+    policies = testing.policies(
+        testing.cluster_policy("arm-first", preferredArchitectures=[{"architecture": "arm64", "weight": 80}]),
+        testing.namespace("team-a", {"env": "prod"}),
+    )
+    request = parse_admission_review(testing.admission_review(testing.pod(["app:1"], namespace="team-a")))
+    admission = admit(request, PolicySettings(), fixed(lookups), policies=policies)
+
 :func:`schedulable` implements the kube-scheduler filters that depend on
 the pod spec alone (NodeName, NodeAffinity incl. nodeSelector, TaintToleration),
 so tests can assert what a patch *means* rather than its exact shape.
+:func:`runnable` adds what the kubelet checks next: every image has an entry
+usable on the node (:func:`noe_core.node_platform.usable_on`, the contract's
+definition the policy's terms are built from). :func:`node` builds Linux and
+Windows nodes with the labels the kubelet and node-feature-discovery set
+(``windows_build``, ``x86_64_level``).
 """
 
 from __future__ import annotations
@@ -24,17 +41,27 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from noe_core.errors import InvalidObject
-from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure
+from noe_core.errors import InvalidObject, InvalidPolicy
+from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure, Lookups
+from noe_core.node_platform import NodePlatform
 from noe_core.platform import parse_platform
+from noe_core.policies.documents import read_documents
+from noe_core.policies.merge import Policies
+from noe_core.policies.objects import API_VERSION, CLUSTER_KIND, NAMESPACED_KIND
+from noe_core.workload import DAEMON_SET, POD, read_workload
 
 __all__ = [
     "admission_review",
+    "cluster_policy",
     "daemonset",
+    "namespace",
     "node",
     "parse_taint",
+    "placement_policy",
     "platforms",
     "pod",
+    "policies",
+    "runnable",
     "schedulable",
     "tolerates",
 ]
@@ -48,10 +75,22 @@ def _pod_spec(
     affinity: Mapping[str, Any] | None,
     tolerations: Sequence[Mapping[str, Any]] | None,
     node_name: str | None,
+    volume_images: Sequence[str] = (),
+    debug_images: Sequence[str] = (),
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": f"c{index}", "image": image} for index, image in enumerate(images)]}
     if init_images:
         spec["initContainers"] = [{"name": f"init{index}", "image": image} for index, image in enumerate(init_images)]
+    if volume_images:
+        spec["volumes"] = [
+            {"name": f"v{index}", "image": {"reference": image, "pullPolicy": "IfNotPresent"}}
+            for index, image in enumerate(volume_images)
+        ]
+    if debug_images:
+        spec["ephemeralContainers"] = [
+            {"name": f"debugger-{index}", "image": image, "stdin": True, "tty": True}
+            for index, image in enumerate(debug_images)
+        ]
     if node_selector is not None:
         spec["nodeSelector"] = dict(node_selector)
     if affinity is not None:
@@ -83,8 +122,15 @@ def pod(
     node_name: str | None = None,
     name: str = "test-pod",
     namespace: str = "default",
+    volume_images: Sequence[str] = (),
+    debug_images: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A v1 Pod as the API server sends it to a webhook at CREATE."""
+    """A v1 Pod as the API server sends it to a webhook at CREATE.
+
+    ``volume_images`` become image volumes (``spec.volumes[].image.reference``);
+    ``debug_images`` ephemeral containers, as ``kubectl debug`` adds them (an
+    UPDATE of ``pods/ephemeralcontainers``: see :func:`admission_review`).
+    """
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)
@@ -99,6 +145,8 @@ def pod(
             affinity=affinity,
             tolerations=tolerations,
             node_name=node_name,
+            volume_images=volume_images,
+            debug_images=debug_images,
         ),
     }
 
@@ -149,8 +197,13 @@ def admission_review(
     namespace: str | None = None,
     uid: str | None = None,
     old_object: Mapping[str, Any] | None = None,
+    sub_resource: str = "",
 ) -> dict[str, Any]:
-    """The AdmissionReview the API server would POST for ``obj`` (a Pod or DaemonSet)."""
+    """The AdmissionReview the API server would POST for ``obj`` (a Pod or DaemonSet).
+
+    ``sub_resource="ephemeralcontainers"`` with ``operation="UPDATE"`` is ``kubectl debug``'s
+    request: ``obj`` the pod with its new ephemeral containers, ``old_object`` the pod before.
+    """
     kind = str(obj.get("kind", "Pod"))
     group, version, resource = _GROUPS.get(kind, ("", "v1", kind.lower() + "s"))
     metadata = obj.get("metadata") or {}
@@ -170,6 +223,9 @@ def admission_review(
         "dryRun": dry_run,
         "options": {"apiVersion": "meta.k8s.io/v1", "kind": f"{operation.title()}Options"},
     }
+    if sub_resource:
+        request["subResource"] = sub_resource
+        request["requestSubResource"] = sub_resource
     return {"apiVersion": api_version, "kind": "AdmissionReview", "request": request}
 
 
@@ -182,6 +238,48 @@ def platforms(answers: Mapping[str, Sequence[str] | str]) -> dict[str, Lookup]:
         else:
             out[image] = ImagePlatforms(tuple(parse_platform(p) for p in value))
     return out
+
+
+def cluster_policy(
+    name: str, spec: Mapping[str, Any] | None = None, *, generation: int = 1, **fields: Any
+) -> dict[str, Any]:
+    """A ``ClusterPlacementPolicy`` document; ``spec`` and keyword fields are its spec (camelCase, as in YAML)."""
+    return _policy(CLUSTER_KIND, name, "", {**(spec or {}), **fields}, generation)
+
+
+def placement_policy(
+    name: str, namespace: str, spec: Mapping[str, Any] | None = None, *, generation: int = 1, **fields: Any
+) -> dict[str, Any]:
+    """A ``PlacementPolicy`` document of ``namespace``; ``spec`` and keyword fields are its spec."""
+    return _policy(NAMESPACED_KIND, name, namespace, {**(spec or {}), **fields}, generation)
+
+
+def _policy(kind: str, name: str, namespace: str, spec: Mapping[str, Any], generation: int) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "generation": generation}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": _plain(spec)}
+
+
+def namespace(name: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A v1 Namespace: policy files and :func:`policies` read its labels for namespace selectors."""
+    metadata: dict[str, Any] = {"name": name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+
+
+def policies(*docs: Mapping[str, Any]) -> Policies:
+    """Placement policies and Namespaces as an admission reads them, judged as in the cluster.
+
+    Raises :class:`~noe_core.errors.InvalidPolicy` for the first invalid policy, so a test
+    never runs against a policy the cluster would ignore without saying so.
+    """
+    found = read_documents(list(docs), "noe_core.testing.policies")
+    if found.rejected:
+        first = found.rejected[0]
+        raise InvalidPolicy(first.reason, str(first))
+    return found.as_policies()
 
 
 def parse_taint(text: str) -> dict[str, str]:
@@ -203,16 +301,16 @@ def node(
     *,
     labels: Mapping[str, str] | None = None,
     taints: Iterable[Mapping[str, str] | str] = (),
+    windows_build: str = "",
+    x86_64_level: int = 1,
 ) -> dict[str, Any]:
-    """A v1 Node with the well-known labels the kubelet sets; ``arch`` may carry a variant (``arm/v7``)."""
-    arch_label = arch.split("/", 1)[0]
-    node_labels = {
-        "kubernetes.io/arch": arch_label,
-        "beta.kubernetes.io/arch": arch_label,
-        "kubernetes.io/os": os,
-        "beta.kubernetes.io/os": os,
-        "kubernetes.io/hostname": name,
-    }
+    """A v1 Node with the well-known labels the kubelet sets; ``arch`` may carry a variant (``arm/v7``).
+
+    ``windows_build`` (``10.0.20348``) sets ``node.kubernetes.io/windows-build``; ``x86_64_level``
+    2 to 4 sets node-feature-discovery's cumulative ``feature.node.kubernetes.io/cpu-cpuid.X86_64_V<n>``.
+    """
+    platform = NodePlatform(os, arch.split("/", 1)[0], windows_build, x86_64_level)
+    node_labels = {**platform.labels(), "kubernetes.io/hostname": name}
     node_labels.update(labels or {})
     spec: dict[str, Any] = {}
     taint_list = [parse_taint(t) if isinstance(t, str) else dict(t) for t in taints]
@@ -316,5 +414,33 @@ def schedulable(pod_or_spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
         if not any(tolerates(t, taint) for t in tolerations):
+            return False
+    return True
+
+
+def runnable(
+    pod_or_workload: Mapping[str, Any], node: Mapping[str, Any], lookups: Lookups, *, x86_64_levels: str = "off"
+) -> bool:
+    """:func:`schedulable`, and every image (containers, init containers, image volumes) has an entry usable
+    on ``node`` (:func:`noe_core.node_platform.usable_on`): what the kubelet's pulls would find.
+
+    Images whose lookup is missing or failed prove nothing and are skipped, as the
+    policy leaves them out; an artifact mounted as an image volume runs anywhere,
+    and one used as a container's image nowhere (rule 17).
+    """
+    if not schedulable(pod_or_workload, node):
+        return False
+    kind = DAEMON_SET if pod_or_workload.get("kind") == DAEMON_SET else POD
+    workload = read_workload(pod_or_workload, kind)
+    platform = NodePlatform.from_labels((node.get("metadata") or {}).get("labels") or {})
+    for image in workload.images:
+        found = lookups.get(image)
+        if not isinstance(found, ImagePlatforms):
+            continue
+        if found.is_artifact:
+            if image in workload.volume_images:
+                continue
+            return False
+        if not found.usable_on(platform, levels=x86_64_levels == "nfd"):
             return False
     return True

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from noe_core.cli.flags import POLICY_FLAGS, add_flags, parse_text
+from noe_core.cli.flags import POLICY_FLAGS
+from noe_core.cli.parser import add_flags
 from noe_core.settings import PolicySettings
 
 
@@ -28,13 +29,5 @@ def policy_settings_from_args(ns: argparse.Namespace) -> PolicySettings:
         arch_tolerations=ns.arch_tolerations,
         preference_mode=ns.preference_mode,
         preferred_arch_weight=ns.preferred_arch_weight,
+        x86_64_levels=ns.x86_64_levels,
     ).validate()
-
-
-def policy_settings_from_text(texts: dict[str, str]) -> PolicySettings:
-    """The settings from flag values given as text, keyed by flag ``dest``; missing ones take their default."""
-    unknown = set(texts) - {flag.dest for flag in POLICY_FLAGS}
-    if unknown:
-        raise TypeError(f"not policy flags: {', '.join(sorted(unknown))}")
-    parsed = {flag.dest: parse_text(flag, texts.get(flag.dest, flag.default or "")) for flag in POLICY_FLAGS}
-    return policy_settings_from_args(argparse.Namespace(**parsed))
