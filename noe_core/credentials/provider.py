@@ -37,9 +37,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +47,16 @@ import yaml
 from noe_core import fields
 from noe_core.cache import LRUCache, SingleFlight
 from noe_core.credentials.keychain import Credential, unique
+from noe_core.credentials.program import run_program
 from noe_core.deadline import Deadline
-from noe_core.errors import CredentialError, DeadlineExceeded, InvalidSettings, RegistryError
+from noe_core.errors import (
+    CredentialError,
+    DeadlineExceeded,
+    InvalidSettings,
+    ProgramFailed,
+    ProgramTimedOut,
+    RegistryError,
+)
 from noe_core.hostmatch import ImagePattern, parse_image_pattern
 from noe_core.reference import Reference
 from noe_core.registry_settings import parse_go_duration
@@ -86,9 +91,6 @@ DEFAULT_INHERITED_ENV: Final = (
     "AWS_", "AZURE_", "GOOGLE_", "GCE_", "CLOUDSDK_",
 )  # fmt: skip
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-# Runs of token-like characters long enough to be a key, a token or a password.
-_SECRET_LIKE = re.compile(r"[A-Za-z0-9+/=_\-.~]{24,}")
 
 
 @dataclass(frozen=True)
@@ -207,18 +209,6 @@ class ProviderResponse:
         return unique(credential for _, credential in matching)
 
 
-def _sanitize_stderr(stderr: bytes) -> str:
-    """A short excerpt of a plugin's stderr that is safe to log: last line, token-like runs redacted."""
-    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-    if not lines:
-        return ""
-    excerpt = _SECRET_LIKE.sub("<redacted>", lines[-1])
-    excerpt = "".join(char if char.isprintable() else "?" for char in excerpt)
-    if len(excerpt) > STDERR_EXCERPT_CHARS:
-        excerpt = excerpt[:STDERR_EXCERPT_CHARS] + "…"
-    return excerpt
-
-
 def parse_provider_response(stdout: bytes, provider: ProviderConfig) -> ProviderResponse:
     """Read a ``CredentialProviderResponse``; raises :class:`RegistryError` without echoing the output."""
     prefix = f"credential provider {provider.name!r}"
@@ -289,50 +279,29 @@ def run_provider(
 ) -> ProviderResponse:
     """Run one plugin for ``image``; raises :class:`RegistryError` (or ``DeadlineExceeded``) on failure.
 
-    The plugin gets its own process group so that a timeout kills whatever it
-    started too (a helper holding the pipe open would otherwise hang us).
+    :func:`~noe_core.credentials.program.run_program` runs it: its own process
+    group killed at the timeout (a helper holding the pipe open would otherwise
+    hang us), its output capped, only a redacted excerpt of its stderr kept.
     """
     prefix = f"credential provider {provider.name!r}"
     request = json.dumps({"apiVersion": provider.api_version, "kind": "CredentialProviderRequest", "image": image})
     try:
-        process = subprocess.Popen(
+        finished = run_program(
             [executable, *provider.args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env),
-            start_new_session=True,
+            name=prefix,
+            timeout=timeout,
+            env=env,
+            stdin=request.encode(),
+            max_stdout=MAX_OUTPUT_BYTES,
         )
-    except OSError as exc:
-        raise RegistryError(f"{prefix} could not be started: {exc.strerror or type(exc).__name__}") from None
-    with process:
-        try:
-            stdout, stderr = process.communicate(request.encode(), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            raise DeadlineExceeded(f"{prefix} did not answer within {timeout:.1f}s and was killed") from None
-    if process.returncode != 0:
-        excerpt = _sanitize_stderr(stderr)
-        status = (
-            f"was killed by signal {-process.returncode}"
-            if process.returncode < 0
-            else f"exited with status {process.returncode}"
-        )
-        raise RegistryError(f"{prefix} {status}" + (f": {excerpt}" if excerpt else ""), temporary=True)
-    if len(stdout) > MAX_OUTPUT_BYTES:
-        raise RegistryError(f"{prefix} printed {len(stdout)} bytes, more than a response can be")
-    return parse_provider_response(stdout, provider)
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()
-    try:
-        process.communicate(timeout=2.0)
-    except subprocess.TimeoutExpired:  # pragma: no cover - a child escaped its group and holds the pipes
-        log.warning("credential provider process %d left children holding its output", process.pid)
+    except ProgramTimedOut as exc:
+        raise DeadlineExceeded(str(exc)) from None
+    except ProgramFailed as exc:
+        raise RegistryError(str(exc)) from None
+    if finished.returncode != 0:
+        excerpt = finished.excerpt(STDERR_EXCERPT_CHARS)
+        raise RegistryError(f"{prefix} {finished.status}" + (f": {excerpt}" if excerpt else ""), temporary=True)
+    return parse_provider_response(finished.stdout, provider)
 
 
 ErrorHook = Callable[[ProviderConfig, Reference, RegistryError], None]

@@ -8,10 +8,13 @@ A request whose credentials cannot read the image gets the registry's refusal, w
 policy turns into the contract's "cannot inspect" outcome (a warning, or a deny in a strict
 namespace), exactly as if nothing were cached.
 
-Grants are kept per (registry/repository, credential fingerprint): in memory, and in the shared
-:class:`~noe_core.registry.cache_store.CacheStore` when there is one, so a credential verified by
-one worker counts for all. Fingerprints are keyed hashes (:meth:`Credential.keyed_fingerprint`)
-under the store's key, or a per-process key without a store; never the credential itself.
+Grants are kept per (registry/repository, credential fingerprint): in memory, and in each shared
+level there is (:class:`~noe_core.registry.layered_cache.SharedLevel`: the node's SQLite store,
+the replicas' Redis), so a credential verified by one worker or replica counts for all.
+Fingerprints are keyed hashes (:meth:`Credential.keyed_fingerprint`), never the credential
+itself, nor an unkeyed hash of it. The key is the farthest level's: with Redis, the shared
+``--cache-key-file`` every replica mounts (so fingerprints agree across replicas); else the
+node store's; else one made for this process.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Sequence
 from noe_core.cache import LRUCache
 from noe_core.credentials.keychain import Credential
 from noe_core.deadline import Clock
-from noe_core.registry.cache_store import CacheStore
+from noe_core.registry.layered_cache import SharedLevel
 
 ANONYMOUS = "anonymous"
 """The fingerprint of anonymous access: a grant to it covers every request."""
@@ -33,11 +36,11 @@ class AccessGrants:
     """Remembers which credentials could read which repository, for ``ttl`` seconds; thread-safe."""
 
     def __init__(
-        self, *, ttl: float, maxsize: int, store: CacheStore | None = None, clock: Clock = time.monotonic
+        self, *, ttl: float, maxsize: int, levels: Sequence[SharedLevel] = (), clock: Clock = time.monotonic
     ) -> None:
         self._ttl = ttl
-        self._store = store
-        self._key = store.key if store is not None else secrets.token_bytes(32)
+        self._levels = tuple(levels)
+        self._key = self._levels[-1].key if self._levels else secrets.token_bytes(32)
         self._memory: LRUCache[tuple[str, str], bool] = LRUCache(maxsize, clock=clock)
 
     def fingerprint(self, credential: Credential | None) -> str:
@@ -50,8 +53,8 @@ class AccessGrants:
             return
         fingerprint = self.fingerprint(credential)
         self._memory.set((context, fingerprint), True, self._ttl)
-        if self._store is not None:
-            self._store.grant(context, fingerprint, self._ttl)
+        for level in self._levels:
+            level.grant(context, fingerprint, self._ttl)
 
     def is_public(self, context: str) -> bool:
         """Whether ``context`` was read anonymously within the TTL (memory only: for the no-I/O path)."""
@@ -61,16 +64,17 @@ class AccessGrants:
         """Whether a request holding ``credentials`` may be given a cached answer for ``context``.
 
         ``disk=False`` asks memory alone (the no-I/O fast path; a grant only another worker
-        recorded is then found by the slower path, still without a request to the registry).
+        or replica recorded is then found by the slower path, still without a request to the registry).
         """
         fingerprints = [ANONYMOUS, *(self.fingerprint(c) for c in credentials)]
         if any(self._memory.get((context, f)) is not None for f in fingerprints):
             return True
-        if self._store is None or not disk:
+        if not disk:
             return False
-        found = self._store.granted(context, fingerprints)
-        if found is None:
-            return False
-        fingerprint, expires = found
-        self._memory.set((context, fingerprint), True, max(0.0, expires - time.time()))
-        return True
+        for level in self._levels:
+            found = level.granted(context, fingerprints)
+            if found is not None:
+                fingerprint, expires = found
+                self._memory.set((context, fingerprint), True, max(0.0, expires - time.time()))
+                return True
+        return False

@@ -19,7 +19,9 @@ realm only — never to a registry, never through a redirect, never as Basic
 auth — so a Basic-only host skips such candidates.
 
 Requests go through the :class:`~noe_core.registry.sender.Sender`; errors name
-hosts, repositories and statuses, never a credential or a token.
+hosts, repositories and statuses, never a credential or a token. Each token
+request is a ``registry token`` span (registry, repository, realm host, grant
+kind) around the token server's exchanges, on the sender's tracer.
 """
 
 from __future__ import annotations
@@ -173,6 +175,20 @@ class Authenticator:
     def _fetch_token(
         self, bearer: _Bearer, host: str, repository: str, candidate: Candidate, deadline: Deadline
     ) -> str:
+        """A new token from the realm, in a span of its own: its exchanges are the token server's."""
+        grant = (
+            "anonymous" if candidate.credential is None else "refresh_token" if candidate.is_refresh_token else "basic"
+        )
+        attributes = {
+            "noe.registry": host,
+            "noe.repository": repository,
+            "server.address": urlsplit(bearer.realm).hostname or "",
+            "noe.token.grant": grant,
+        }
+        with self._sender.tracer.span("registry token", attributes):
+            return self._ask_token(bearer, host, repository, candidate, deadline)
+
+    def _ask_token(self, bearer: _Bearer, host: str, repository: str, candidate: Candidate, deadline: Deadline) -> str:
         parts = urlsplit(bearer.realm)
         realm_host = parts.netloc
         if parts.scheme not in ("https", "http") or not realm_host:

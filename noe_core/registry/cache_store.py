@@ -118,6 +118,9 @@ class CacheStats:
 class CacheStore:
     """The shared SQLite cache; thread-safe (one connection per thread), process-safe (SQLite, lockf)."""
 
+    name = "disk"
+    """Its level's name in the cache metrics (:class:`~noe_core.registry.layered_cache.SharedLevel`)."""
+
     def __init__(
         self,
         directory: Path,

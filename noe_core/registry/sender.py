@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 import certifi
 import requests
@@ -48,6 +48,7 @@ from noe_core.reference import Reference
 from noe_core.registry import watchdog
 from noe_core.registry_settings import RegistrySettings
 from noe_core.safe_load import load_json
+from noe_core.tracer import NULL_TRACER, Span, Tracer, request_attributes
 
 log = logging.getLogger(__name__)
 
@@ -198,12 +199,14 @@ class Sender:
         *,
         settings: RegistrySettings,
         observer: RegistryObserver | None = None,
+        tracer: Tracer = NULL_TRACER,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
     ) -> None:
         self._session = session
         self._settings = settings
         self._observer: RegistryObserver = observer if observer is not None else NullObserver()
+        self.tracer = tracer
         self._sleep = sleep
         self._plain_http: LRUCache[str, bool] = LRUCache(MAX_HOSTS, clock=clock)
 
@@ -272,6 +275,7 @@ class Sender:
                     registry=registry,
                     follow_redirects=follow_redirects,
                     data=data,
+                    attempt=attempt,
                 )
             except RegistryError as exc:
                 if not exc.temporary or isinstance(exc, DeadlineExceeded):
@@ -328,6 +332,7 @@ class Sender:
         registry: str,
         follow_redirects: bool,
         data: bytes | None = None,
+        attempt: int = 0,
     ) -> HTTPResult:
         """One exchange; redirects are followed only when ``follow_redirects`` (never with a ``data`` body).
 
@@ -343,6 +348,7 @@ class Sender:
                 registry=registry,
                 follow_redirects=follow_redirects,
                 data=data,
+                attempt=attempt,
             )
         if watch is not None and watch.fired:  # cut off: what arrived may look complete and is not
             self._observer.error(registry, "deadline")
@@ -362,75 +368,120 @@ class Sender:
         registry: str,
         follow_redirects: bool,
         data: bytes | None = None,
+        attempt: int = 0,
     ) -> HTTPResult:
         current = url
         current_headers = dict(headers)
         current_headers.setdefault("User-Agent", self._settings.user_agent)
         for _ in range(MAX_REDIRECTS + 1):
             parts = urlsplit(current)
-            target = parts.netloc
-            insecure = self.is_insecure(target)
-            timeout = deadline.timeout(self._settings.request_timeout)
-            try:
-                response = self._session.request(
+            attributes = request_attributes(method, parts)
+            if attempt:
+                attributes["http.request.resend_count"] = attempt
+            if data is not None:
+                attributes["http.request.body.size"] = len(data)
+            with self.tracer.span(f"registry {method}", attributes, client=True) as span:
+                following = self._hop(
                     method,
                     current,
-                    headers=current_headers,
-                    data=data,
-                    timeout=(timeout, timeout),
-                    stream=True,
-                    allow_redirects=False,
-                    verify=not insecure,
-                )
-            except requests.exceptions.RequestException as exc:
-                self._observer.request(target, method, 0)
-                reason = _sanitize_reason(exc)
-                if deadline.expired:
-                    self._observer.error(registry, "deadline")
-                    raise DeadlineExceeded(
-                        f"registry {target} did not answer before the deadline ({reason})", registry=registry
-                    ) from None
-                tls = isinstance(exc, requests.exceptions.SSLError)
-                hint = (
-                    "trust its CA with --registry-ca-file, or list it in --insecure-registries"
-                    if tls
-                    else "check that the registry is reachable from the webhook"
-                )
-                self._observer.error(registry, "tls" if tls else "connection")
-                kind = TLSFailure if tls else RegistryError
-                raise kind(
-                    f"cannot reach registry {target}: {reason}; {hint}",
+                    parts,
+                    current_headers,
+                    span,
+                    deadline=deadline,
+                    limit=limit,
                     registry=registry,
-                    temporary=not tls and reason not in PERMANENT_REASONS,
-                ) from None
-            with response:
-                status = response.status_code
-                self._observer.request(target, method, status)
-                lowered = {k.lower(): v for k, v in response.headers.items()}
-                self._record_rate_limit(target, lowered)
-                if follow_redirects and data is None and status in _REDIRECTS and "location" in lowered:
-                    following = urljoin(current, lowered["location"])
-                    new = urlsplit(following)
-                    if new.scheme not in ("http", "https"):
-                        raise RegistryError(f"registry {target} redirected to a non-HTTP URL", registry=registry)
-                    if parts.scheme == "https" and new.scheme == "http" and not self.is_insecure(new.netloc):
-                        raise RegistryError(
-                            f"registry {target} redirected from HTTPS to plain HTTP ({new.netloc}); refused",
-                            registry=registry,
-                        )
-                    if (new.scheme, new.netloc) != (parts.scheme, parts.netloc):
-                        current_headers.pop("Authorization", None)
-                    current = following
-                    continue
-                if method == "HEAD":
-                    body = b""
-                elif status < 300:
-                    body = self._read(response, limit, deadline, target, registry)
-                else:
-                    # An error page only yields the registry's error code: its head is enough.
-                    body = self._read(response, min(limit, MAX_ERROR_BODY), deadline, target, registry, truncate=True)
-                return HTTPResult(status, lowered, body, current)
+                    follow_redirects=follow_redirects,
+                    data=data,
+                )
+            if isinstance(following, HTTPResult):
+                return following
+            current = following
         raise RegistryError(f"registry {registry} redirected more than {MAX_REDIRECTS} times", registry=registry)
+
+    def _hop(
+        self,
+        method: str,
+        current: str,
+        parts: SplitResult,
+        current_headers: dict[str, str],
+        span: Span,
+        *,
+        deadline: Deadline,
+        limit: int,
+        registry: str,
+        follow_redirects: bool,
+        data: bytes | None,
+    ) -> HTTPResult | str:
+        """One request and its answer, read: the result, or the URL a redirect sends the next hop to.
+
+        Drops ``Authorization`` from ``current_headers`` when the redirect leaves the origin.
+        """
+        target = parts.netloc
+        insecure = self.is_insecure(target)
+        timeout = deadline.timeout(self._settings.request_timeout)
+        try:
+            response = self._session.request(
+                method,
+                current,
+                headers=current_headers,
+                data=data,
+                timeout=(timeout, timeout),
+                stream=True,
+                allow_redirects=False,
+                verify=not insecure,
+            )
+        except requests.exceptions.RequestException as exc:
+            self._observer.request(target, method, 0)
+            reason = _sanitize_reason(exc)
+            if deadline.expired:
+                self._observer.error(registry, "deadline")
+                raise DeadlineExceeded(
+                    f"registry {target} did not answer before the deadline ({reason})", registry=registry
+                ) from None
+            tls = isinstance(exc, requests.exceptions.SSLError)
+            hint = (
+                "trust its CA with --registry-ca-file, or list it in --insecure-registries"
+                if tls
+                else "check that the registry is reachable from the webhook"
+            )
+            self._observer.error(registry, "tls" if tls else "connection")
+            kind = TLSFailure if tls else RegistryError
+            raise kind(
+                f"cannot reach registry {target}: {reason}; {hint}",
+                registry=registry,
+                temporary=not tls and reason not in PERMANENT_REASONS,
+            ) from None
+        with response:
+            status = response.status_code
+            self._observer.request(target, method, status)
+            span.set("http.response.status_code", status)
+            if status >= 400:
+                span.fail(str(status))
+            lowered = {k.lower(): v for k, v in response.headers.items()}
+            self._record_rate_limit(target, lowered)
+            if follow_redirects and data is None and status in _REDIRECTS and "location" in lowered:
+                following = urljoin(current, lowered["location"])
+                new = urlsplit(following)
+                if new.scheme not in ("http", "https"):
+                    raise RegistryError(f"registry {target} redirected to a non-HTTP URL", registry=registry)
+                if parts.scheme == "https" and new.scheme == "http" and not self.is_insecure(new.netloc):
+                    raise RegistryError(
+                        f"registry {target} redirected from HTTPS to plain HTTP ({new.netloc}); refused",
+                        registry=registry,
+                    )
+                if (new.scheme, new.netloc) != (parts.scheme, parts.netloc):
+                    current_headers.pop("Authorization", None)
+                return following
+            if method == "HEAD":
+                body = b""
+            elif status < 300:
+                body = self._read(response, limit, deadline, target, registry)
+            else:
+                # An error page only yields the registry's error code: its head is enough.
+                body = self._read(response, min(limit, MAX_ERROR_BODY), deadline, target, registry, truncate=True)
+            if method != "HEAD":
+                span.set("http.response.body.size", len(body))
+            return HTTPResult(status, lowered, body, current)
 
     def _read(
         self,

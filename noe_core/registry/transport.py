@@ -37,6 +37,7 @@ from noe_core.reference import Reference
 from noe_core.registry.auth import OAUTH_CLIENT_ID, Authenticator, Candidate
 from noe_core.registry.sender import HTTPResult, Sender, Sleep, make_session, status_error, trusting_adapter
 from noe_core.registry_settings import RegistrySettings
+from noe_core.tracer import NULL_TRACER, Tracer
 
 __all__ = [
     "OAUTH_CLIENT_ID",
@@ -63,11 +64,14 @@ class Transport:
         *,
         settings: RegistrySettings,
         observer: RegistryObserver | None = None,
+        tracer: Tracer = NULL_TRACER,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
     ) -> None:
         self._observer: RegistryObserver = observer if observer is not None else NullObserver()
-        self.sender = Sender(session, settings=settings, observer=self._observer, clock=clock, sleep=sleep)
+        self.sender = Sender(
+            session, settings=settings, observer=self._observer, tracer=tracer, clock=clock, sleep=sleep
+        )
         self.auth = Authenticator(self.sender, observer=self._observer, clock=clock)
         self._settings = settings
         self._private = tuple(parse_image_pattern(p) for p in settings.private_registries)
