@@ -1,12 +1,12 @@
 """noe_core: image references, manifests, platforms and the placement policy of the Noe webhook.
 
 The stable surface is what ``__all__`` lists. Model and policy functions do no
-I/O; the registry client (``Resolver``, ``resolve_platforms``, ``ImageInspector``
+I/O; the registry client (``Resolver``, ``resolve_platforms``, ``LookupService``
 in :mod:`noe_core.registry`) is the only code here that speaks HTTP, and the
 credentials (``Credential``, ``Keychain``, ``MultiKeychain`` in
 :mod:`noe_core.credentials`) the only code that runs subprocesses. Both are loaded
 on first use (PEP 562), so ``import noe_core`` imports no HTTP library and starts
-no thread; ``tests/test_import_purity.py`` checks it.
+no thread; ``tests/core/test_import_purity.py`` checks it.
 """
 
 from __future__ import annotations
@@ -32,10 +32,21 @@ from noe_core.errors import (
     RegistryError,
     UnsupportedManifest,
 )
-from noe_core.lookup import ImagePlatforms, Inspect, Lookup, LookupFailure, LookupRequest, LookupResult, Lookups, fixed
+from noe_core.lookup import (
+    ImagePlatforms,
+    Inspect,
+    Lookup,
+    LookupFailure,
+    LookupRequest,
+    LookupResult,
+    Lookups,
+    ResolvedPlatform,
+    fixed,
+)
 from noe_core.manifest import Descriptor, ImageManifest, Index, MediaType, parse_config, parse_manifest
+from noe_core.node_platform import NodePlatform, usable_on
 from noe_core.patch import apply_patch, make_patch
-from noe_core.platform import Platform, parse_platform
+from noe_core.platform import OsVersion, Platform, parse_platform
 from noe_core.platforms_file import StaticPlatforms
 from noe_core.policy import Decision, decide, images_to_inspect, place
 from noe_core.reference import Reference, parse_reference
@@ -45,17 +56,16 @@ from noe_core.workload import Workload, read_workload
 
 if TYPE_CHECKING:
     from noe_core.credentials.keychain import Credential, Keychain, MultiKeychain
-    from noe_core.registry.inspection import ImageInspector
-    from noe_core.registry.resolver import ImageInfo, ResolvedPlatform, Resolver, resolve_platforms
+    from noe_core.registry.lookup_service import LookupService
+    from noe_core.registry.resolver import ImageInfo, Resolver, resolve_platforms
 
 # Names whose modules import requests, start threads or run subprocesses: loaded on first access.
 _LAZY = {
     "Credential": "noe_core.credentials.keychain",
     "Keychain": "noe_core.credentials.keychain",
     "MultiKeychain": "noe_core.credentials.keychain",
-    "ImageInspector": "noe_core.registry.inspection",
+    "LookupService": "noe_core.registry.lookup_service",
     "ImageInfo": "noe_core.registry.resolver",
-    "ResolvedPlatform": "noe_core.registry.resolver",
     "Resolver": "noe_core.registry.resolver",
     "resolve_platforms": "noe_core.registry.resolver",
 }
@@ -89,7 +99,6 @@ __all__ = [
     "Descriptor",
     "DigestMismatch",
     "ImageInfo",
-    "ImageInspector",
     "ImageManifest",
     "ImagePlatforms",
     "Index",
@@ -104,11 +113,14 @@ __all__ = [
     "LookupFailure",
     "LookupRequest",
     "LookupResult",
+    "LookupService",
     "Lookups",
     "ManifestError",
     "MediaType",
     "MultiKeychain",
+    "NodePlatform",
     "NoeError",
+    "OsVersion",
     "Platform",
     "PolicySettings",
     "Reference",
@@ -135,4 +147,5 @@ __all__ = [
     "resolve_platforms",
     "review_response",
     "testing",
+    "usable_on",
 ]

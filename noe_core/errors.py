@@ -6,8 +6,12 @@
     │   ├── InvalidPlatform       a platform string such as ``linux/arm64/v8`` that cannot be read
     │   ├── InvalidObject         a malformed AdmissionReview, Pod or DaemonSet
     │   ├── InvalidSettings       a configuration value that cannot work (start-up stops on it)
+    │   ├── InvalidSelector       a label selector the API server would refuse
+    │   ├── InvalidPolicy         a placement policy that is ignored whole (its ``reason`` goes to its status)
     │   └── CredentialError       credentials that cannot be read (a pull Secret, a docker or containerd
     │                             config, a username): at request time the lookup goes on without them
+    ├── ProgramFailed             a credential program that could not be started or flooded its output
+    │   └── ProgramTimedOut       … or was still running at its timeout (its process group was killed)
     ├── ManifestError             a manifest or config blob that cannot be read
     │   └── UnsupportedManifest   a known but unsupported format (Docker schema 1)
     └── RegistryError             the registry could not answer usefully
@@ -58,6 +62,22 @@ class InvalidSettings(InvalidInput):
     """A setting that cannot work; start-up stops with this message."""
 
 
+class InvalidSelector(InvalidInput):
+    """A label selector that the API server would refuse; the message names the field."""
+
+
+class InvalidPolicy(InvalidInput):
+    """A placement policy that cannot be applied: it is ignored whole and its status says why.
+
+    ``reason`` is the CamelCase reason of its ``Accepted=False`` condition; the
+    message names the offending field and value.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
 class CredentialError(InvalidInput):
     """Credentials that cannot be read: a malformed pull Secret, docker or containerd config entry.
 
@@ -66,6 +86,18 @@ class CredentialError(InvalidInput):
     at start-up the first read of a credential file turns it into
     :class:`InvalidSettings`. Messages name the source, never the secret.
     """
+
+
+class ProgramFailed(NoeError):
+    """A credential program (:mod:`noe_core.credentials.program`) that gave no usable run.
+
+    It could not be started, or printed more than a response can be; the
+    message names the program, never what it printed on standard output.
+    """
+
+
+class ProgramTimedOut(ProgramFailed):
+    """A credential program still running at its timeout; its whole process group was killed."""
 
 
 class ManifestError(NoeError):

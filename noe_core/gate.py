@@ -6,7 +6,7 @@ lookups timed out or failed with a temporary error (connection error, 429,
 controller later resolves the images without an admission deadline, adds the
 placement :func:`noe_core.policy.place` gives, and removes the gate.
 
-:func:`should_gate` is a pure function of the workload, its lookups and the
+:func:`held_back` is a pure function of the workload, its lookups and the
 decision the policy already took, so the webhook and the controller agree on
 which pods are gated. Permanent failures (404, 401/403) stay warnings, a
 strict namespace still denies (and is never gated), a DaemonSet is never
@@ -21,8 +21,9 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from noe_core.lookup import LookupFailure, Lookups
+from noe_core.messages import limit_warning
 from noe_core.patch import Operation
-from noe_core.policy import Decision, limit_warning
+from noe_core.policy import Decision
 from noe_core.settings import PolicySettings
 from noe_core.workload import POD, Workload
 
@@ -43,17 +44,13 @@ def temporary_failures(images: Sequence[str], lookups: Lookups) -> tuple[str, ..
     return tuple(out)
 
 
-def should_gate(
+def held_back(
     workload: Workload, *, namespace: str, lookups: Lookups, settings: PolicySettings, decision: Decision
-) -> bool:
-    """Whether gate mode holds this pod back: an allowed Pod with a temporary lookup failure."""
-    return (
-        workload.kind == POD
-        and decision.allowed
-        and not workload.node_name
-        and namespace not in settings.strict_namespaces
-        and bool(temporary_failures(workload.images, lookups))
-    )
+) -> tuple[str, ...]:
+    """The images gate mode waits for: an allowed Pod's temporary lookup failures; empty when it goes ahead."""
+    if workload.kind != POD or not decision.allowed or workload.node_name or namespace in settings.strict_namespaces:
+        return ()
+    return temporary_failures(workload.images, lookups)
 
 
 def gates_of(spec: Mapping[str, Any]) -> list[str]:
@@ -89,9 +86,8 @@ def remove_gate_operation(spec: Mapping[str, Any], spec_pointer: str = "/spec") 
     return ({"op": "remove", "path": f"{spec_pointer}/schedulingGates/{index}"},)
 
 
-def gated(workload: Workload, decision: Decision, lookups: Lookups) -> Decision:
-    """The decision of gate mode: the gate instead of the placement, and a warning saying why."""
-    waiting = temporary_failures(workload.images, lookups)
+def gated(workload: Workload, decision: Decision, waiting: Sequence[str]) -> Decision:
+    """The decision of gate mode for a pod :func:`held_back` waits on: the gate instead of the placement, and why."""
     note = limit_warning(
         f"{len(waiting)} image lookup(s) unfinished: pod held by scheduling gate {SCHEDULING_GATE} "
         "until noe's controller places it"

@@ -37,6 +37,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from noe_core.comma_list import parse_comma_list
 from noe_core.errors import InvalidSettings
 from noe_core.reference import Reference, parse_reference
 
@@ -208,9 +209,9 @@ def host_glob_matches(pattern: str, host: str) -> bool:
 
 
 def parse_patterns(text: str) -> tuple[str, ...]:
-    """Split a comma-separated flag value into patterns; whitespace around items and blanks are dropped."""
-    items = tuple(item.strip() for item in text.split(","))
+    """A comma-separated flag value as patterns (:func:`parse_comma_list`); a pattern holding whitespace is refused."""
+    items = parse_comma_list(text)
     for item in items:
         if any(char.isspace() for char in item):
             raise InvalidSettings(f"pattern {item!r} contains whitespace")
-    return tuple(item for item in items if item)
+    return items

@@ -147,20 +147,42 @@ class Index:
         """The entries that describe runnable images (see :attr:`Descriptor.is_runnable_image`)."""
         return tuple(d for d in self.manifests if d.is_runnable_image)
 
+    def artifacts(self) -> tuple[Descriptor, ...]:
+        """The manifests it lists that say they are OCI artifacts (``artifactType``), attestations aside."""
+        return tuple(d for d in self.manifests if d.artifact_type and not d.is_attestation and _is_manifest(d))
+
+
+def _is_manifest(descriptor: Descriptor) -> bool:
+    kind = MediaType.lookup(descriptor.media_type)
+    return kind is not None and (kind.is_image or kind.is_index)
+
 
 @dataclass(frozen=True)
 class ImageManifest:
-    """A single-platform image manifest; its platform is in the config blob."""
+    """A single-platform image manifest; its platform is in the config blob.
+
+    ``artifact_type`` is the manifest's own ``artifactType`` (OCI 1.1): set, the
+    manifest is an artifact, whatever its config.
+    """
 
     media_type: str
     config: Descriptor
     layers: tuple[Descriptor, ...]
+    artifact_type: str = ""
+
+    @property
+    def artifact(self) -> str:
+        """Rule 17: what kind of artifact this is (its ``artifactType``, else its config's media type when that
+        is not an image config: a Helm chart, a signature, buildkit's cache); ``""`` for a container image."""
+        if self.artifact_type:
+            return self.artifact_type
+        kind = MediaType.lookup(self.config.media_type)
+        return "" if kind is not None and kind.is_config else self.config.media_type or "unknown"
 
     @property
     def is_runnable_image(self) -> bool:
         """False for artifacts stored as manifests (buildkit cache, Helm charts, signatures)."""
-        kind = MediaType.lookup(self.config.media_type)
-        return kind is not None and kind.is_config
+        return not self.artifact
 
 
 Manifest = Index | ImageManifest
@@ -326,7 +348,12 @@ def parse_manifest(body: bytes, content_type: str | None) -> Index | ImageManife
         raise ManifestError(f"{media_type.value}: missing 'config'")
     config = _parse_descriptor(doc["config"], "config")
     layers = doc.get("layers")
-    return ImageManifest(media_type.value, config, () if layers is None else _parse_descriptors(layers, "layers"))
+    return ImageManifest(
+        media_type.value,
+        config,
+        () if layers is None else _parse_descriptors(layers, "layers"),
+        _string(doc, "artifactType", "manifest"),
+    )
 
 
 def parse_config(body: bytes) -> Platform:

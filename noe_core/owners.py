@@ -11,8 +11,10 @@ reference is followed. When it is not — a file of Pods only, as
 * Job ``backup-28458840`` → CronJob ``backup`` (the CronJob controller names its
   Jobs ``<cronjob>-<scheduled time in minutes since 1970>``).
 
-A pod without a controller (or owned by a Node: a static pod's mirror) is its
-own workload, of kind ``Pod``. Pure: no I/O.
+A pod without an owner (or owned by a Node: a static pod's mirror) is its own
+workload, of kind ``Pod``. Owner references are read by the one owner rule
+(:func:`noe_core.object_meta.owner_reference`: the controller, else the first).
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from noe_core.errors import InvalidObject
+from noe_core.object_meta import ObjectMeta, OwnerRef, read_object_meta
 
 POD_TEMPLATE_HASH = "pod-template-hash"
 INTERMEDIATE_KINDS = ("ReplicaSet", "Job")
@@ -32,8 +35,8 @@ _MAX_DEPTH = 8
 
 
 @dataclass(frozen=True, order=True)
-class Workload:
-    """The top owner of a set of pods: namespace, kind and name."""
+class TopOwner:
+    """The top owner of a set of pods (the workload ``noe report`` counts): namespace, kind and name."""
 
     namespace: str
     kind: str
@@ -44,42 +47,8 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class OwnerRef:
-    kind: str
-    name: str
-
-
-def _metadata(obj: Mapping[str, Any], what: str) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        raise InvalidObject(f"{what} has no metadata object")
-    return meta
-
-
-def controller_of(metadata: Mapping[str, Any], what: str = "object") -> OwnerRef | None:
-    """The controller among ``metadata.ownerReferences`` (else the first reference), or ``None``."""
-    refs = metadata.get("ownerReferences")
-    if refs is None:
-        return None
-    if not isinstance(refs, list):
-        raise InvalidObject(f"{what}: metadata.ownerReferences must be a list")
-    chosen: Mapping[str, Any] | None = None
-    for index, ref in enumerate(refs):
-        if not isinstance(ref, Mapping) or not isinstance(ref.get("kind"), str) or not isinstance(ref.get("name"), str):
-            raise InvalidObject(f"{what}: metadata.ownerReferences[{index}] needs a kind and a name")
-        if ref.get("controller") is True:
-            chosen = ref
-            break
-        if chosen is None:
-            chosen = ref
-    if chosen is None or not chosen["kind"] or not chosen["name"]:
-        return None
-    return OwnerRef(chosen["kind"], chosen["name"])
-
-
-@dataclass(frozen=True)
 class Owners:
-    """The controller reference of each known ReplicaSet and Job (``None`` when it has none)."""
+    """The owner reference of each known ReplicaSet and Job (``None`` when it has none)."""
 
     parents: Mapping[tuple[str, str, str], OwnerRef | None] = field(default_factory=dict)
 
@@ -91,26 +60,24 @@ class Owners:
             kind = obj.get("kind")
             if kind not in INTERMEDIATE_KINDS:
                 continue
-            meta = _metadata(obj, str(kind))
-            name = meta.get("name")
-            if not isinstance(name, str) or not name:
+            try:
+                meta = read_object_meta(obj)
+            except InvalidObject as exc:
+                raise InvalidObject(f"a {kind}: {exc}") from None
+            if not meta.name:
                 raise InvalidObject(f"a {kind} has no metadata.name")
-            namespace = meta.get("namespace") or "default"
-            parents[(str(namespace), str(kind), name)] = controller_of(meta, f"{kind} {namespace}/{name}")
+            parents[(meta.namespace or "default", str(kind), meta.name)] = meta.owner
         return cls(parents)
 
-    def top_owner(self, pod: Mapping[str, Any]) -> Workload:
-        """The workload ``pod`` belongs to (see the module docstring for the rules)."""
-        meta = _metadata(pod, "a Pod")
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
+    def top_owner(self, meta: ObjectMeta) -> TopOwner:
+        """The workload of the pod whose metadata is ``meta`` (see the module docstring for the rules)."""
+        if not meta.name:
             raise InvalidObject("a Pod has no metadata.name")
-        namespace = str(meta.get("namespace") or "default")
-        ref = controller_of(meta, f"Pod {namespace}/{name}")
+        namespace = meta.namespace or "default"
+        ref = meta.owner
         if ref is None or ref.kind == "Node":
-            return Workload(namespace, "Pod", name)
-        labels = meta.get("labels")
-        template_hash = labels.get(POD_TEMPLATE_HASH) if isinstance(labels, Mapping) else None
+            return TopOwner(namespace, "Pod", meta.name)
+        template_hash = meta.labels.get(POD_TEMPLATE_HASH)
         for _ in range(_MAX_DEPTH):
             key = (namespace, ref.kind, ref.name)
             if key in self.parents:
@@ -121,12 +88,12 @@ class Owners:
                 continue
             ref = _by_naming_rule(ref, template_hash)
             break
-        return Workload(namespace, ref.kind, ref.name)
+        return TopOwner(namespace, ref.kind, ref.name)
 
 
-def _by_naming_rule(ref: OwnerRef, template_hash: object) -> OwnerRef:
+def _by_naming_rule(ref: OwnerRef, template_hash: str | None) -> OwnerRef:
     """The owner of an unknown ReplicaSet or Job, from the name its controller gave it."""
-    if ref.kind == "ReplicaSet" and isinstance(template_hash, str) and template_hash:
+    if ref.kind == "ReplicaSet" and template_hash:
         suffix = f"-{template_hash}"
         if ref.name.endswith(suffix) and len(ref.name) > len(suffix):
             return OwnerRef("Deployment", ref.name[: -len(suffix)])

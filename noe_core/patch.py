@@ -48,7 +48,11 @@ class Edits:
         """The value at ``path``, or ``None`` when any step of it is missing or of another type."""
         node: Any = self.doc
         for part in path:
-            if isinstance(node, Mapping) and isinstance(part, str):
+            if node is None:
+                return None
+            if type(node) is dict or isinstance(node, Mapping):  # the exact type first: the ABC check is slow
+                if not isinstance(part, str):
+                    return None
                 node = node.get(part)
             elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
                 node = node[part]
@@ -106,14 +110,24 @@ class Edits:
         return list(self.ops)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def copy_json(value: Any) -> Any:
     """A copy of a small decoded-JSON value, cheaper than ``copy.deepcopy``.
 
     Operations record copies, so later edits of the working values do not change them.
     """
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    if kind in _SCALARS:  # decoded JSON is nearly all dicts, lists and these: no ABC check for them
+        return value
     if isinstance(value, list):
         return [copy_json(item) for item in value]
-    if isinstance(value, dict) or (not isinstance(value, str | int | float) and isinstance(value, Mapping)):
+    if isinstance(value, Mapping):
         return {key: copy_json(item) for key, item in value.items()}
     return value
 

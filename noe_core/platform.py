@@ -8,6 +8,12 @@ compare equal, while ``str()`` keeps the variant the registry wrote.
 
 The textual form follows containerd: ``os[(os.version)]/architecture[/variant]``,
 e.g. ``linux/arm64/v8`` or ``windows(10.0.17763.5122)/amd64``.
+
+Two parts of a platform decide where an image can run beyond OS and
+architecture, and are read here into typed values: a Windows ``os.version``
+(:class:`OsVersion`; a Windows container needs a host of the same build) and
+the x86-64 micro-architecture level an ``amd64`` variant names
+(:func:`x86_64_level`: ``v1``..``v4``, none meaning ``v1``).
 """
 
 from __future__ import annotations
@@ -58,8 +64,64 @@ KNOWN_ARCHITECTURES = frozenset(
         "wasm",
     ]
 )
+ARCHITECTURE_ALIASES = {
+    "x86_64": "amd64",
+    "x86-64": "amd64",
+    "aarch64": "arm64",
+    "i386": "386",
+    "i686": "386",
+    "armhf": "arm",
+    "armel": "arm",
+    "armv7": "arm",
+    "armv7l": "arm",
+    "armv6": "arm",
+    "armv6l": "arm",
+    "ppc64el": "ppc64le",
+}
+"""The other names an operator may write for a GOARCH architecture (in placement policies, whose CRD
+lists exactly these and :data:`KNOWN_ARCHITECTURES`); :func:`normalize_architecture` reads them alike."""
 _COMPONENT = re.compile(r"^[a-z0-9._-]+$")
 _OS_WITH_VERSION = re.compile(r"^(?P<os>[^()]*)\((?P<version>[^()]*)\)$")
+_WINDOWS_VERSION = re.compile(r"^(\d{1,10})\.(\d{1,10})\.(\d{1,10})(?:\.(\d{1,10}))?$")
+_X86_64_LEVELS = {"": 1, "v1": 1, "v2": 2, "v3": 3, "v4": 4}
+X86_64_MAX_LEVEL = 4
+
+
+def x86_64_level(variant: str) -> int | None:
+    """The x86-64 level an ``amd64`` variant names (``v3`` → 3; none → 1); ``None`` for one it does not."""
+    return _X86_64_LEVELS.get(variant.strip().lower())
+
+
+@dataclass(frozen=True, order=True)
+class OsVersion:
+    """A Windows ``os.version``, ``major.minor.build[.revision]`` (``10.0.20348.2340``), as numbers.
+
+    A process-isolated Windows container runs only on a host of the same build, so
+    :attr:`build` (the first three numbers, as ``node.kubernetes.io/windows-build``
+    writes them) is what a node must match; the revision (the monthly patch) is not.
+    """
+
+    major: int
+    minor: int
+    patch: int
+    revision: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> OsVersion:
+        """Read ``10.0.20348`` or ``10.0.20348.2340``; raise :class:`InvalidPlatform` for anything else."""
+        match = _WINDOWS_VERSION.fullmatch(text.strip()) if isinstance(text, str) else None
+        if match is None:
+            raise InvalidPlatform(str(text)[:100], "os.version must read major.minor.build[.revision], e.g. 10.0.20348")
+        major, minor, patch, revision = match.groups()
+        return cls(int(major), int(minor), int(patch), None if revision is None else int(revision))
+
+    @property
+    def build(self) -> str:
+        """``major.minor.build``: the value of a Windows node's ``node.kubernetes.io/windows-build`` label."""
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    def __str__(self) -> str:
+        return self.build if self.revision is None else f"{self.build}.{self.revision}"
 
 
 def normalize_os(os_name: str) -> str:
@@ -155,6 +217,18 @@ class Platform:
     def is_unknown(self) -> bool:
         """True for buildkit's ``unknown/unknown`` placeholder (attestations) and similar."""
         return UNKNOWN in (self.os, self.architecture)
+
+    @property
+    def level(self) -> int | None:
+        """The x86-64 level of an ``amd64`` entry (its variant; none = 1), ``None`` for an unknown variant
+        or another architecture (levels are an x86-64 notion: ``arm64/v8`` says nothing of the kind)."""
+        return x86_64_level(self.variant) if self.architecture == "amd64" else None
+
+    @property
+    def version(self) -> OsVersion | None:
+        """``os.version`` as a Windows version; ``None`` when absent. Raises :class:`InvalidPlatform` when
+        it is not ``major.minor.build[.revision]``."""
+        return OsVersion.parse(self.os_version) if self.os_version else None
 
     @property
     def is_complete(self) -> bool:

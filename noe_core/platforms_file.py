@@ -7,7 +7,8 @@ pods, or an ``fnmatch`` glob (``registry.corp/legacy/*``); each value is either
 
 * a list of platform strings: ``["linux/amd64", "linux/arm64/v8"]``;
 * ``{"platforms": [...], "digest": "sha256:..."}`` when the digest matters;
-* ``{"error": "reason"}``: the image cannot be inspected (tests warnings and strict namespaces).
+* ``{"error": "reason"}``: the image cannot be inspected (tests warnings and strict namespaces);
+* ``{"artifactType": "application/vnd.…"}``: an OCI artifact, not a program (rule 17).
 
 Entries such as ``unknown/unknown`` are kept: the policy ignores them exactly as
 it ignores a registry's attestation entries. Exact keys win over globs; globs
@@ -20,15 +21,16 @@ import fnmatch
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import yaml
 
 from noe_core import fields
 from noe_core.errors import InvalidPlatform, InvalidSettings
-from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure
+from noe_core.lookup import Declared, ImagePlatforms, Lookup, LookupFailure
 from noe_core.platform import parse_platform
 from noe_core.safe_load import load_json, load_yaml
+from noe_core.text_file import read_text
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -40,9 +42,17 @@ def _is_glob(key: str) -> bool:
 def _entry(source: str, key: str, value: object) -> Lookup:
     where = f"{source}: image {key!r}"
     if isinstance(value, Mapping):
-        unknown = set(value) - {"error", "platforms", "digest"}
+        unknown = set(value) - {"error", "platforms", "digest", "artifactType"}
         if unknown:
             raise InvalidSettings(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+        if "artifactType" in value:
+            if set(value) - {"artifactType", "digest"}:
+                raise InvalidSettings(f"{where}: 'artifactType' can only be combined with 'digest'")
+            kind = fields.string(value["artifactType"], f"{where}: 'artifactType'", error=InvalidSettings)
+            if not kind.strip():
+                raise InvalidSettings(f"{where}: 'artifactType' must be a non-empty string")
+            digest = fields.string(value.get("digest"), f"{where}: 'digest'", error=InvalidSettings)
+            return ImagePlatforms.artifact(kind, digest=digest)
         if "error" in value:
             if set(value) != {"error"}:
                 raise InvalidSettings(f"{where}: 'error' cannot be combined with other fields")
@@ -52,7 +62,7 @@ def _entry(source: str, key: str, value: object) -> Lookup:
             return LookupFailure(reason)
         digest = fields.string(value.get("digest"), f"{where}: 'digest'", error=InvalidSettings)
         if "platforms" not in value:
-            raise InvalidSettings(f"{where}: give 'platforms' or 'error'")
+            raise InvalidSettings(f"{where}: give 'platforms' or 'error' (or 'artifactType')")
         return _platforms(where, value["platforms"], digest)
     return _platforms(where, value, "")
 
@@ -95,13 +105,7 @@ class StaticPlatforms:
     def load(cls, path: str | os.PathLike[str]) -> StaticPlatforms:
         """Read a ``.json`` file as JSON and anything else as YAML (a superset of JSON)."""
         name = os.fspath(path)
-        try:
-            with open(name, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise InvalidSettings(f"cannot read platforms file {name}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise InvalidSettings(f"platforms file {name} is not UTF-8 text") from None
+        text = read_text(name, f"platforms file {name}")
         data: Any
         try:
             data = load_json(text) if name.endswith(".json") else load_yaml(text)
@@ -132,3 +136,56 @@ class StaticPlatforms:
 
     def __len__(self) -> int:
         return len(self.exact) + len(self.globs)
+
+
+@dataclass(frozen=True)
+class LayeredPlatforms:
+    """Declarations from several sources, applied in order (the flag's file, then each matching policy's).
+
+    An exact key of any layer beats every glob; for the same key the later layer
+    wins; globs of later layers are tried first, the first layer's last
+    (``docs/policies.md``, ``imagePlatforms``). Nothing is copied: an admission
+    layers its policies' declarations over a file of any size for free.
+    """
+
+    layers: tuple[StaticPlatforms, ...]
+
+    def get(self, image: str) -> Lookup | None:
+        for layer in reversed(self.layers):
+            found = layer.exact.get(image)
+            if found is not None:
+                return found
+        for layer in reversed(self.layers):
+            for pattern, lookup in layer.globs:
+                if fnmatch.fnmatchcase(image, pattern):
+                    return lookup
+        return None
+
+    def lookups(self, images: list[str]) -> dict[str, Lookup]:
+        """Answers for those ``images`` some layer mentions."""
+        return {image: found for image in images if (found := self.get(image)) is not None}
+
+    def __len__(self) -> int:
+        return sum(len(layer) for layer in self.layers)
+
+    @property
+    def source(self) -> str:
+        return self.layers[0].source if self.layers else "<none>"
+
+
+Declarations: TypeAlias = StaticPlatforms | LayeredPlatforms
+
+
+def layered(*sources: Declared | None) -> Declarations | None:
+    """The declarations of ``sources`` applied in order (later ones win), without copying any of them."""
+    layers: list[StaticPlatforms] = []
+    for source in sources:
+        if isinstance(source, LayeredPlatforms):
+            layers.extend(source.layers)
+        elif isinstance(source, StaticPlatforms):
+            layers.append(source)
+        elif source is not None:
+            raise TypeError(f"declared platforms are {type(source).__name__}, not StaticPlatforms")
+    if not layers:
+        return None
+    return layers[0] if len(layers) == 1 else LayeredPlatforms(tuple(layers))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from noe_core.comma_list import parse_comma_list
 from noe_core.errors import InvalidSettings
 
 MIB = 1024 * 1024
@@ -91,7 +92,7 @@ def parse_registry_proxies(text: str) -> tuple[RegistryProxy, ...]:
     The first matching pattern wins, as in the Go Noe.
     """
     proxies: list[RegistryProxy] = []
-    for item in _split(text):
+    for item in parse_comma_list(text):
         pattern, eq, mirror = item.partition("=")
         pattern, mirror = pattern.strip(), mirror.strip()
         if not eq or not pattern or not mirror:
@@ -146,7 +147,3 @@ def parse_go_duration(text: str) -> float:
     if not body:
         raise ValueError("empty duration")
     return total
-
-
-def _split(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]

@@ -1,38 +1,55 @@
 """``noe report``'s answer: which workloads could run on each architecture, and what blocks the rest.
 
 Built from the cluster's pods (:func:`read_pod`) and one lookup per image, by
-:func:`build_report`; pure, no I/O. An image's architectures are filtered by the
-placement contract's rule 4 (:func:`noe_core.policy.image_architectures`: system
-OS, schedulable architectures, attestations and ``unknown`` entries ignored), so
+:func:`build_report`; pure, no I/O. An image's platforms are read by the
+placement contract's rule 4 (:func:`noe_core.image_reading.read_image`: system
+OSes, schedulable architectures, attestations and ``unknown`` entries ignored), so
 the report and the webhook never disagree about an image.
 
 Per workload (the pods' top owner) and architecture of interest, the status is
 
-* ``runnable`` — every image offers the architecture;
-* ``blocked`` — some inspected image does not (those images are its ``blocking`` list);
+* ``runnable`` — every image offers the architecture, on every node of it (of some system OS);
+* ``limited`` — the images run only on some nodes of it: those of an x86-64 level
+  (an ``amd64/v3``-only image crashes on older CPUs), or of some Windows builds;
+  what they need is the workload's ``needs`` (``amd64 v3+``). Levels are judged
+  whatever ``--x86-64-levels`` says: the report tells where images would run;
+* ``blocked`` — some inspected image does not offer it, or the images share no
+  OS or Windows build on it (those images are its ``blocking`` list);
 * ``unknown`` — nothing inspected blocks it, but an image could not be inspected.
+
+Images are intersected as the webhook intersects them (per (OS, architecture)
+pair, :mod:`noe_core.platform_needs`): a Linux image and a Windows image side by
+side run nowhere. An artifact (rule 17) constrains nothing.
 
 A workload with an image that cannot be inspected is never counted as runnable.
 Pods that finished (phase ``Succeeded`` or ``Failed``) hold no resources: their
 workload is listed, but they add no pods, CPU or memory. The JSON shape
-(:meth:`Report.to_json`) is documented in ``docs/report.md``.
+(:meth:`Report.to_json`) is documented in ``docs/report.md``; prices, savings
+and the rebuild plan are added by :func:`noe_core.planner.with_plan`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal
 
 from noe_core.errors import InvalidObject
+from noe_core.image_reading import Artifact, read_image
 from noe_core.lookup import LookupFailure, Lookups
-from noe_core.owners import Owners, Workload
-from noe_core.policy import image_architectures
-from noe_core.resources import PodRequests, pod_requests
+from noe_core.object_meta import read_object_meta
+from noe_core.owners import Owners, TopOwner
+from noe_core.plan import Plan, Savings
+from noe_core.platform_needs import Offer, PlatformScope, describe, shared
+from noe_core.policies.rollout import CONTROL, ROLLOUT_LABEL
+from noe_core.pricing import Prices, money
+from noe_core.resources import PodRequests, cores, pod_requests
 from noe_core.settings import PolicySettings
 from noe_core.workload import POD, read_workload
 
-Status = Literal["runnable", "blocked", "unknown"]
+Status = Literal["runnable", "limited", "blocked", "unknown"]
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 DEFAULT_ARCHITECTURES = ("amd64", "arm64")
 
@@ -43,35 +60,41 @@ class PodEntry:
 
     namespace: str
     name: str
-    workload: Workload
+    workload: TopOwner
     images: tuple[str, ...]
     requests: PodRequests
     active: bool
     pull_secrets: tuple[str, ...] = ()
+    rollout: str = ""
+    """Its ``arch.noe.adevinta.com/rollout`` label: the rollout's architecture (cohort), ``control``, or empty."""
 
 
 def read_pod(pod: Mapping[str, Any], owners: Owners) -> PodEntry:
     """Read a Pod as the API returns it; raises :class:`InvalidObject` naming the pod."""
     if not isinstance(pod, Mapping):
         raise InvalidObject(f"a Pod must be an object, not {type(pod).__name__}")
-    workload = owners.top_owner(pod)
-    meta = pod["metadata"]
-    label = f"Pod {workload.namespace}/{meta['name']}"
     try:
-        view = read_workload(pod, POD)
+        meta = read_object_meta(pod)
+    except InvalidObject as exc:
+        raise InvalidObject(f"a Pod: {exc}") from None
+    owner = owners.top_owner(meta)
+    label = f"Pod {owner.namespace}/{meta.name}"
+    try:
+        view = read_workload(pod, POD, meta=meta)
         requests = pod_requests(view.spec)
     except InvalidObject as exc:
         raise InvalidObject(f"{label}: {exc}") from None
     status = pod.get("status")
     phase = status.get("phase") if isinstance(status, Mapping) else None
     return PodEntry(
-        workload.namespace,
-        str(meta["name"]),
-        workload,
+        owner.namespace,
+        meta.name,
+        owner,
         view.images,
         requests,
         phase not in FINISHED_PHASES,
         view.pull_secrets,
+        meta.labels.get(ROLLOUT_LABEL, ""),
     )
 
 
@@ -101,25 +124,41 @@ class Figures:
         }
 
 
-def cores(cpu_millis: int) -> float | int:
-    """Millicores as cores for JSON: ``1500`` → ``1.5``, ``2000`` → ``2``."""
-    return cpu_millis // 1000 if cpu_millis % 1000 == 0 else cpu_millis / 1000
-
-
 @dataclass(frozen=True)
 class ImageSupport:
-    """One image after rule 4: the architectures it offers, or why it cannot be inspected."""
+    """One image after rule 4: the architectures it offers, or why it cannot be inspected.
+
+    ``offer`` is what it offers per (OS, architecture), with Windows builds and x86-64
+    levels; ``None`` when it could not be inspected, or is an artifact (``artifact``:
+    it constrains nothing, and its ``architectures`` are then ``None`` too).
+    """
 
     image: str
     architectures: frozenset[str] | None
     error: str | None = None
+    offer: Offer | None = None
+    artifact: str = ""
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the nodes of an architecture must have for a workload: ``text`` (``linux/amd64 v3+``,
+    ``windows/amd64 build 10.0.20348``) and the lowest x86-64 level among them (1: builds only)."""
+
+    text: str
+    level: int
+
+    @property
+    def short(self) -> str:
+        """A table cell: ``v3+``, or ``builds`` when only some Windows builds run it."""
+        return f"v{self.level}+" if self.level > 1 else "builds"
 
 
 @dataclass(frozen=True)
 class WorkloadReport:
     """One workload and where it could run."""
 
-    workload: Workload
+    workload: TopOwner
     pods: int
     images: tuple[str, ...]
     architectures: tuple[str, ...] | None
@@ -129,6 +168,19 @@ class WorkloadReport:
     failures: tuple[tuple[str, str], ...]
     """(image, reason) for each image that could not be inspected."""
     requests: PodRequests
+    needs: Mapping[str, Need] = field(default_factory=dict)
+    """Per architecture of interest the images run on only some nodes of: what those nodes need."""
+    rollout: Mapping[str, int] = field(default_factory=dict)
+    """Running or pending pods per ``arch.noe.adevinta.com/rollout`` label value (empty: not in a rollout)."""
+
+    @property
+    def rollout_state(self) -> dict[str, Any] | None:
+        """The rollout as its pods show it: the cohort's architecture, cohort and control pods."""
+        if not self.rollout:
+            return None
+        cohorts = {value: n for value, n in self.rollout.items() if value != CONTROL}
+        architecture = max(sorted(cohorts), key=lambda a: cohorts[a]) if cohorts else None
+        return {"architecture": architecture, "cohort": sum(cohorts.values()), "control": self.rollout.get(CONTROL, 0)}
 
     @property
     def figures(self) -> Figures:
@@ -143,9 +195,18 @@ class WorkloadReport:
     def status(self, arch: str) -> Status:
         if self.blocking.get(arch):
             return "blocked"
-        return "unknown" if self.failures else "runnable"
+        if self.failures:
+            return "unknown"
+        return "limited" if arch in self.needs else "runnable"
 
-    def to_json(self, architectures: Sequence[str]) -> dict[str, Any]:
+    def runnable_on(self, architectures: Iterable[str]) -> list[str]:
+        return [arch for arch in architectures if self.status(arch) == "runnable"]
+
+    def to_json(
+        self, architectures: Sequence[str], prices: Prices | None = None, saving: Fraction | None = None
+    ) -> dict[str, Any]:
+        cpu, memory = self.requests.cpu_millis, self.requests.memory_bytes
+        costs = prices.costs(cpu, memory, self.runnable_on(prices.architectures)) if prices is not None else {}
         out: dict[str, Any] = {
             "namespace": self.workload.namespace,
             "kind": self.workload.kind,
@@ -154,12 +215,17 @@ class WorkloadReport:
             "images": list(self.images),
             "architectures": None if self.architectures is None else list(self.architectures),
             "status": {arch: self.status(arch) for arch in architectures},
+            "needs": {arch: self.needs[arch].text for arch in architectures if arch in self.needs},
             "blocking": {arch: list(self.blocking.get(arch, ())) for arch in architectures},
-            "cpu_cores": cores(self.requests.cpu_millis),
-            "memory_bytes": self.requests.memory_bytes,
+            "cpu_cores": cores(cpu),
+            "memory_bytes": memory,
+            "monthly_cost": {arch: money(cost) for arch, cost in costs.items()},
+            "monthly_saving": None if saving is None else money(saving),
         }
         if self.error is not None:
             out["error"] = self.error
+        if self.rollout_state is not None:
+            out["rollout"] = self.rollout_state
         return out
 
 
@@ -171,6 +237,8 @@ class Totals:
     runnable: Mapping[str, Figures]
     blocked: Mapping[str, Figures]
     unknown: Figures
+    limited: Mapping[str, Figures] = field(default_factory=dict)
+    """Per architecture, the workloads that run only on some of its nodes (a level, some Windows builds)."""
 
     @classmethod
     def of(cls, workloads: Iterable[WorkloadReport], architectures: Sequence[str]) -> Totals:
@@ -178,6 +246,7 @@ class Totals:
         unknown = Figures()
         runnable = dict.fromkeys(architectures, Figures())
         blocked = dict.fromkeys(architectures, Figures())
+        limited = dict.fromkeys(architectures, Figures())
         for item in workloads:
             figures = item.figures
             total += figures
@@ -189,7 +258,9 @@ class Totals:
                     runnable[arch] += figures
                 elif status == "blocked":
                     blocked[arch] += figures
-        return cls(total, runnable, blocked, unknown)
+                elif status == "limited":
+                    limited[arch] += figures
+        return cls(total, runnable, blocked, unknown, limited)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -197,6 +268,7 @@ class Totals:
             "runnable": {arch: figures.to_json() for arch, figures in self.runnable.items()},
             "blocked": {arch: figures.to_json() for arch, figures in self.blocked.items()},
             "unknown": self.unknown.to_json(),
+            "limited": {arch: figures.to_json() for arch, figures in self.limited.items()},
         }
 
 
@@ -205,7 +277,7 @@ class ImageReport:
     """One image: what it offers, who uses it, and how much it keeps from each architecture."""
 
     support: ImageSupport
-    workloads: tuple[Workload, ...]
+    workloads: tuple[TopOwner, ...]
     blocking: Mapping[str, Figures]
     """Per architecture it does not offer: the workloads it blocks there, with their pods, CPU and memory."""
 
@@ -215,10 +287,14 @@ class ImageReport:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"image": self.image}
-        if self.support.architectures is None:
+        if self.support.artifact:
+            out["artifact"] = self.support.artifact
+        elif self.support.architectures is None:
             out["error"] = self.support.error
         else:
             out["architectures"] = sorted(self.support.architectures)
+            if self.support.offer is not None and not self.support.offer.plain:
+                out["needs"] = describe(self.support.offer, _JSON_SCOPE)
         out["workloads"] = [{"namespace": w.namespace, "kind": w.kind, "name": w.name} for w in self.workloads]
         out["blocking"] = {arch: figures.to_json() for arch, figures in self.blocking.items()}
         return out
@@ -234,6 +310,14 @@ class Report:
     images: tuple[ImageReport, ...]
     totals: Totals
     namespaces: Mapping[str, Totals] = field(default_factory=dict)
+    prices: Prices | None = None
+    savings: Savings | None = None
+    """Today's saving on the plan's target; ``None`` without prices."""
+    plan: Plan | None = None
+    """The rebuild plan; ``None`` only when no target is given, priced or of interest (no arm64)."""
+    learned: tuple[str, ...] = ()
+    """Images an ``exec format error`` proved not to run on an architecture (``noe-learned-platforms``):
+    one line each, naming the architecture left out, the digest and the pod that proved it."""
 
     def top_blockers(self, arch: str, limit: int = 10) -> list[ImageReport]:
         """Images that keep the most CPU from ``arch`` (then the most pods), largest first."""
@@ -253,42 +337,86 @@ class Report:
             "system_os": self.system_os,
             "totals": self.totals.to_json(),
             "namespaces": {name: totals.to_json() for name, totals in self.namespaces.items()},
-            "workloads": [w.to_json(self.architectures) for w in self.workloads],
+            "workloads": [
+                w.to_json(self.architectures, self.prices, self.saving_of(w.workload)) for w in self.workloads
+            ],
             "images": [i.to_json() for i in self.images],
+            "savings": None if self.savings is None else self.savings.to_json(),
+            "plan": None if self.plan is None else self.plan.to_json(),
+            **({"learned": list(self.learned)} if self.learned else {}),
         }
+
+    def saving_of(self, workload: TopOwner) -> Fraction | None:
+        """The monthly saving of ``workload`` on the plan's target; ``None`` without prices."""
+        return None if self.savings is None else self.savings.by_workload.get(workload, Fraction(0))
+
+
+_JSON_SCOPE = PlatformScope(("linux", "windows"))
+"""Descriptions in the report name the OS (``linux/amd64 v3+``), whatever the cluster's OSes."""
+
+
+def report_scope(settings: PolicySettings) -> PlatformScope:
+    """The webhook's scope, with x86-64 levels always judged: the report tells where images would run."""
+    return PlatformScope(settings.system_os, settings.schedulable_archs, levels=True)
 
 
 def image_support(images: Iterable[str], lookups: Lookups, settings: PolicySettings) -> dict[str, ImageSupport]:
     """Rule 4 applied to each image once."""
+    scope = report_scope(settings)
     out: dict[str, ImageSupport] = {}
     for image in images:
         if image in out:
             continue
-        found = image_architectures(image, lookups, settings)
-        if isinstance(found, LookupFailure):
-            out[image] = ImageSupport(image, None, found.reason)
+        reading = read_image(lookups.get(image), scope)
+        if isinstance(reading, LookupFailure):
+            out[image] = ImageSupport(image, None, reading.reason)
+        elif isinstance(reading, Artifact):
+            out[image] = ImageSupport(image, None, artifact=reading.artifact_type)
         else:
-            out[image] = ImageSupport(image, found)
+            out[image] = ImageSupport(image, frozenset(reading.architectures), offer=reading)
+    return out
+
+
+def _needs(common: Offer, architectures: Sequence[str]) -> dict[str, Need]:
+    """Per architecture the workload runs on only some nodes of (no OS where every node will do)."""
+    out: dict[str, Need] = {}
+    for arch in architectures:
+        pairs = Offer({pair: offer for pair, offer in common.items() if pair[1] == arch})
+        if pairs and not any(offer.any_build == 1 for offer in pairs.values()):
+            level = min(min((lv for _, lv in o.builds), default=o.any_build or 1) for o in pairs.values())
+            level = min([level, *(o.any_build for o in pairs.values() if o.any_build is not None)])
+            out[arch] = Need(", ".join(describe(pairs, _JSON_SCOPE)), level)
     return out
 
 
 def _workload_report(
-    workload: Workload, pods: Sequence[PodEntry], support: Mapping[str, ImageSupport], architectures: Sequence[str]
+    workload: TopOwner, pods: Sequence[PodEntry], support: Mapping[str, ImageSupport], architectures: Sequence[str]
 ) -> WorkloadReport:
     images = tuple(dict.fromkeys(image for pod in pods for image in pod.images))
     active = [pod for pod in pods if pod.active]
     requests = sum((pod.requests for pod in active), PodRequests())
-    failures = tuple((i, support[i].error or "not inspected") for i in images if support[i].architectures is None)
-    known = [support[i] for i in images if support[i].architectures is not None]
-    blocking = {
-        arch: tuple(s.image for s in known if s.architectures is not None and arch not in s.architectures)
-        for arch in architectures
-    }
-    common: tuple[str, ...] | None = None
+    failures = tuple(
+        (i, support[i].error or "not inspected")
+        for i in images
+        if support[i].architectures is None and not support[i].artifact
+    )
+    known = [support[i] for i in images if support[i].offer is not None]
+    common = shared([s.offer for s in known if s.offer is not None]) if known else None
+    blocking: dict[str, tuple[str, ...]] = {}
+    for arch in architectures:
+        lacking = tuple(s.image for s in known if s.architectures is not None and arch not in s.architectures)
+        if not lacking and common is not None and arch not in common.architectures:
+            # every image offers the architecture, but they share no OS or Windows build on it
+            lacking = tuple(s.image for s in known)
+        blocking[arch] = lacking
+    needs = _needs(common, architectures) if common is not None else {}
+    archs: tuple[str, ...] | None = None
     if not failures:
-        sets = [s.architectures for s in known if s.architectures is not None]
-        common = tuple(sorted(frozenset.intersection(*sets))) if sets else tuple(architectures)
-    return WorkloadReport(workload, len(active), images, common, blocking, failures, requests)
+        archs = common.architectures if common is not None else tuple(architectures)
+    rollout = Counter(pod.rollout for pod in active if pod.rollout)
+    return WorkloadReport(
+        workload, len(active), images, archs, blocking, failures, requests, needs=needs, rollout=dict(rollout)
+    )
 
 
 def build_report(
@@ -303,12 +431,12 @@ def build_report(
     architecture open); its ``architectures`` are then the architectures of interest.
     """
     archs = tuple(dict.fromkeys(architectures))
-    by_workload: dict[Workload, list[PodEntry]] = {}
+    by_workload: dict[TopOwner, list[PodEntry]] = {}
     for pod in pods:
         by_workload.setdefault(pod.workload, []).append(pod)
     support = image_support((i for group in by_workload.values() for p in group for i in p.images), lookups, settings)
     workloads = tuple(_workload_report(w, by_workload[w], support, archs) for w in sorted(by_workload))
-    users: dict[str, list[Workload]] = {image: [] for image in support}
+    users: dict[str, list[TopOwner]] = {image: [] for image in support}
     blocked_by: dict[str, dict[str, Figures]] = {image: {} for image in support}
     for item in workloads:
         for image in item.images:
@@ -327,7 +455,7 @@ def build_report(
         namespaces.setdefault(item.workload.namespace, []).append(item)
     return Report(
         archs,
-        settings.system_os,
+        ",".join(settings.system_os),
         workloads,
         images,
         Totals.of(workloads, archs),

@@ -42,6 +42,11 @@ class PodRequests:
 _Amounts = dict[str, Decimal]
 
 
+def cores(cpu_millis: int) -> float | int:
+    """Millicores as cores for JSON: ``1500`` → ``1.5``, ``2000`` → ``2``."""
+    return cpu_millis // 1000 if cpu_millis % 1000 == 0 else cpu_millis / 1000
+
+
 def _amounts(resources: object, path: str) -> _Amounts:
     """``requests`` of a ``resources`` block, falling back to ``limits`` per resource."""
     block = mapping(resources, path)

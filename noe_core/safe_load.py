@@ -14,13 +14,15 @@ JSON/YAML" handling covers it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
 
 MAX_DEPTH = 100
-"""Deepest nesting accepted; Kubernetes objects and configs stay far below it."""
+"""Deepest nesting of objects and arrays accepted. Kubernetes objects and configs stay far below it (a Pod
+is about 15 levels deep); much deeper input would exhaust Python's recursion limit when copied or serialised."""
 MAX_YAML_NODES = 100_000
 """Most nodes a YAML document may have once its aliases are expanded."""
 
@@ -39,21 +41,77 @@ def load_json(data: str | bytes) -> Any:
     return doc
 
 
-def check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
-    """Raise :class:`TooComplex` when lists/dicts in ``doc`` nest deeper than ``limit`` (iterative)."""
-    stack: list[tuple[Any, int]] = [(doc, 1)]
+def load_json_cut(data: str | bytes) -> Any:
+    """JSON that may hold one hostile object among good ones (a Kubernetes list or watch event).
+
+    ``json.loads`` when it can; a document too deep for it has every array or
+    object that opens deeper than :data:`MAX_DEPTH` replaced by arrays nested
+    :data:`MAX_DEPTH` + 1 deep first, so the rest is read and the hostile part
+    still nests deeper than the limit below any object that holds it: whoever
+    reads that object refuses it with :func:`check_depth`, the others go on.
+    Raises ``ValueError`` for text that is not JSON.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(_cut_deeper_than(text, MAX_DEPTH))
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _cut_deeper_than(text: str, limit: int) -> str:
+    """``text`` with each array or object that opens below ``limit`` levels replaced by ``limit + 1`` nested
+    arrays (still too deep for every object above it, no longer too deep for ``json.loads``)."""
+    nested = "[" * (limit + 1) + "]" * (limit + 1)
+    parts: list[str] = []
+    depth, kept_to, cut_from = 0, 0, -1
+    for token in _JSON_TOKENS.finditer(text):
+        char = token.group()[0]
+        if char in "[{":
+            depth += 1
+            if depth == limit + 1 and cut_from < 0:
+                cut_from = token.start()
+        elif char in "]}":
+            if depth == limit + 1 and cut_from >= 0:
+                parts.append(text[kept_to:cut_from])
+                parts.append(nested)
+                kept_to, cut_from = token.end(), -1
+            depth -= 1
+    parts.append(text[kept_to:])
+    return "".join(parts)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def check_depth(doc: object, limit: int = MAX_DEPTH) -> None:
+    """Raise :class:`TooComplex` when objects/arrays in ``doc`` nest deeper than ``limit`` (no recursion).
+
+    The one depth check: loaders run it on what they parsed, and the admission
+    path on the object it was handed (as :class:`~noe_core.errors.InvalidObject`).
+    Written for speed: it visits every value of every admitted object once.
+    """
+    stack: list[tuple[Iterable[object], int]] = []
+    _push(stack, doc, 1, limit)
     while stack:
-        value, depth = stack.pop()
-        children: Iterable[Any]
-        if isinstance(value, dict):
-            children = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > limit:
-            raise TooComplex(f"nested deeper than {limit} levels")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        children, depth = stack.pop()
+        for child in children:
+            if type(child) not in _SCALARS:
+                _push(stack, child, depth + 1, limit)
+
+
+def _push(stack: list[tuple[Iterable[object], int]], value: object, depth: int, limit: int) -> None:
+    if type(value) is list:
+        children: Iterable[object] = value
+    elif type(value) is dict or isinstance(value, Mapping):
+        children = value.values()
+    else:
+        return
+    if depth > limit:
+        raise TooComplex(f"nested deeper than {limit} levels")
+    stack.append((children, depth))
 
 
 class _BoundedLoader(yaml.SafeLoader):

@@ -14,10 +14,11 @@ is accepted too (edited in place), for callers that do not need the operations.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from noe_core.patch import Edits
+from noe_core.patch import Edits, copy_json
 
 ARCH_LABEL = "kubernetes.io/arch"
 BETA_ARCH_LABEL = "beta.kubernetes.io/arch"
@@ -120,6 +121,46 @@ def require(target: dict[str, Any] | Edits, expression: Requirement) -> bool:
     return changed
 
 
+def require_any(target: dict[str, Any] | Edits, terms: list[list[Requirement]]) -> bool:
+    """AND "one of ``terms``" into the required node affinity: the cartesian product with the existing terms.
+
+    Each non-empty existing term becomes one copy per new term, with that term's
+    expressions appended (one new term: appended in place, one operation each);
+    with no existing term the new terms become the terms. Empty terms stay as they
+    are (they match nothing). Expressions are appended even when the term already
+    has an equal one, so that :func:`withdraw` can take exactly noe's back off the
+    end of each term.
+    """
+    edits = _edits(target)
+    existing = edits.get(_TERMS)
+    if not existing:
+        edits.set(_TERMS, [{"matchExpressions": [dict(e) for e in term]} for term in terms])
+        return True
+    if len(terms) == 1:
+        changed = False
+        for index, term in enumerate(existing):
+            if _is_empty_term(term):
+                continue
+            for expression in terms[0]:
+                if isinstance(edits.get((*_TERMS, index, "matchExpressions")), list):
+                    edits.append((*_TERMS, index, "matchExpressions"), dict(expression))
+                else:
+                    edits.set((*_TERMS, index, "matchExpressions"), [dict(expression)])
+                changed = True
+        return changed
+    product: list[dict[str, Any]] = []
+    for term in existing:
+        if _is_empty_term(term):
+            product.append(term)
+            continue
+        expressions = term.get("matchExpressions")
+        kept = copy_json(expressions) if isinstance(expressions, list) else []
+        for new in terms:
+            product.append({**copy_json(term), "matchExpressions": [*kept, *(dict(e) for e in new)]})
+    edits.set(_TERMS, product)
+    return True
+
+
 def prefer(target: dict[str, Any] | Edits, expression: Requirement, weight: int) -> bool:
     """Add a preferred term for ``expression`` unless one with the same single expression exists."""
     edits = _edits(target)
@@ -207,25 +248,28 @@ def withdraw(spec: dict[str, Any], record: Mapping[str, Any]) -> None:
             expressions = term.get("matchExpressions") if isinstance(term, dict) else None
             if isinstance(expressions, list):
                 remaining = _without(expressions, is_noe_requirement)
-                if len(remaining) != len(expressions):
-                    if remaining:
-                        term["matchExpressions"] = remaining
-                    else:
-                        del term["matchExpressions"]
-                    if _is_empty_term(term):
-                        continue  # the term held nothing but noe's requirement
+                if len(remaining) != len(expressions) and _left_empty(term, remaining):
+                    continue  # the term held nothing but noe's requirement
             kept.append(term)
         required["nodeSelectorTerms"] = kept
         if not kept:
             del node_affinity[REQUIRED]
-    preferred_arch = record.get("preferred")
+    recorded_terms = _recorded_terms(record.get("terms"))
+    required = node_affinity.get(REQUIRED)
+    if recorded_terms and isinstance(required, dict) and isinstance(required.get("nodeSelectorTerms"), list):
+        kept_terms = _withdraw_terms(required["nodeSelectorTerms"], recorded_terms)
+        required["nodeSelectorTerms"] = kept_terms
+        if not kept_terms:
+            del node_affinity[REQUIRED]
+    recorded = record.get("preferred")
+    preferred_archs = [recorded] if isinstance(recorded, str) else recorded if isinstance(recorded, list) else []
     preferred = node_affinity.get(PREFERRED)
-    if isinstance(preferred_arch, str) and isinstance(preferred, list):
-        noe_preference = requirement(ARCH_LABEL, "In", [preferred_arch])
+    if preferred_archs and isinstance(preferred, list):
+        noe_preferences = [requirement(ARCH_LABEL, "In", [str(arch)]) for arch in preferred_archs]
 
         def is_noes(item: Any) -> bool:
             expressions = ((item or {}).get("preference") or {}).get("matchExpressions") or []
-            return len(expressions) == 1 and _same_requirement(expressions[0], noe_preference)
+            return len(expressions) == 1 and any(_same_requirement(expressions[0], p) for p in noe_preferences)
 
         remaining_preferred = _without(preferred, is_noes)
         if remaining_preferred:
@@ -251,3 +295,54 @@ def withdraw(spec: dict[str, Any], record: Mapping[str, Any]) -> None:
         del affinity["nodeAffinity"]
         if not affinity:
             del spec["affinity"]
+
+
+def _left_empty(term: dict[str, Any], remaining: list[Any]) -> bool:
+    """Give ``term`` the expressions left once noe's are withdrawn; True when nothing is left of it."""
+    if remaining:
+        term["matchExpressions"] = remaining
+    else:
+        del term["matchExpressions"]
+    return _is_empty_term(term)
+
+
+def _recorded_terms(value: Any) -> list[list[dict[str, Any]]]:
+    """The terms a placement record lists (``[[expression, ...], ...]``); anything malformed reads as none."""
+    if not isinstance(value, list):
+        return []
+    terms = []
+    for term in value:
+        if isinstance(term, list) and term and all(isinstance(e, dict) for e in term):
+            terms.append(term)
+    return terms
+
+
+def _withdraw_terms(terms: list[Any], recorded: list[list[dict[str, Any]]]) -> list[Any]:
+    """Undo :func:`require_any`: take a recorded term's expressions off the end of each term that ends with
+    them, drop the terms left empty, and keep one of the copies the product made of each user term."""
+    kept: list[Any] = []
+    seen: set[str] = set()
+    for term in terms:
+        expressions = term.get("matchExpressions") if isinstance(term, dict) else None
+        noe_term = _ending(expressions, recorded) if isinstance(expressions, list) else None
+        if noe_term is None or not isinstance(expressions, list):
+            kept.append(term)
+            continue
+        if _left_empty(term, expressions[: len(expressions) - len(noe_term)]):
+            continue  # the term held nothing but noe's requirement
+        key = json.dumps(term, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            kept.append(term)
+    return kept
+
+
+def _ending(expressions: list[Any], recorded: list[list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """The recorded term ``expressions`` ends with, if any (each starts with its architecture expression, so
+    no recorded term ends another)."""
+    for noe_term in recorded:
+        size = len(noe_term)
+        tail = expressions[len(expressions) - size :] if size <= len(expressions) else []
+        if tail and all(isinstance(e, dict) and _same_requirement(e, m) for e, m in zip(tail, noe_term, strict=True)):
+            return noe_term
+    return None

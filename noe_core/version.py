@@ -1,7 +1,7 @@
 """The installed noe version: read from the package metadata, so setup.cfg's ``version`` is the one place it is written.
 
 The container image's tag and OCI labels, the Helm chart's ``appVersion`` and
-``noe --version`` all derive from that one line (tests/test_image.py checks they agree).
+``noe --version`` all derive from that one line (tests/deploy/test_image.py checks they agree).
 """
 
 from __future__ import annotations

@@ -4,25 +4,25 @@ The API server calls mutating webhooks before validation, so the object may be
 malformed. :func:`read_workload` checks every field the policy reads or edits
 and is the only place that raises :class:`InvalidObject` for a pod's shape (a
 400 naming the field); everything after it works on the :class:`Workload` it
-returns. The raw object is kept as it came and never mutated.
+returns, metadata included (:class:`~noe_core.object_meta.ObjectMeta`). The raw
+object is kept as it came and never mutated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from noe_core import fields
 from noe_core.errors import InvalidObject
-from noe_core.safe_load import load_json
+from noe_core.object_meta import ObjectMeta, read_object_meta
+from noe_core.safe_load import MAX_DEPTH, TooComplex, check_depth, load_json
 
 POD = "Pod"
 DAEMON_SET = "DaemonSet"
 KINDS = (POD, DAEMON_SET)
-MAX_DEPTH = 100
-"""Deepest nesting of objects and arrays noe accepts. A Pod or DaemonSet is about 15 levels deep;
-much deeper input would exhaust Python's recursion limit when the object is copied or serialised."""
 
 PLACEMENT_ANNOTATION = "arch.noe.adevinta.com/placement"
 """Annotation on a DaemonSet's pod template recording what noe added, so an UPDATE is decided afresh."""
@@ -43,17 +43,35 @@ class Workload:
 
     kind: str
     obj: Mapping[str, Any]
+    meta: ObjectMeta
+    """The object's own metadata: the Pod's, or the DaemonSet's."""
+    pod_meta: ObjectMeta
+    """The metadata its pods carry: the Pod's own (``meta`` itself), or the DaemonSet template's."""
     spec: Mapping[str, Any]
     spec_pointer: str
     spec_state: bool | None
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
     images: tuple[str, ...]
+    """Rule 3: ``containers``, ``initContainers`` and the image volumes' references, de-duplicated in order."""
     pull_secrets: tuple[str, ...]
     node_name: str
     node_selector: Mapping[str, str]
     placement_record: Mapping[str, Any] | None
     """What noe recorded on a DaemonSet template when it placed it; ``None`` for pods and when unreadable."""
+    volume_images: frozenset[str] = frozenset()
+    """The images only mounted as image volumes (``spec.volumes[].image``), no container's: an artifact
+    among them constrains nothing (rule 17)."""
+    ephemeral: Mapping[str, str] = dataclass_field(default_factory=dict)
+    """A Pod's ephemeral containers (``kubectl debug``), name → image: rule 18 checks the new ones."""
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """The labels the pods carry (rules 7 and 9 read them)."""
+        return self.pod_meta.labels
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        """The pods' annotations with string values (a DaemonSet template's hold noe's placement record)."""
+        return self.pod_meta.annotations
 
     @property
     def template_pointer(self) -> str:
@@ -61,83 +79,58 @@ class Workload:
         return "/spec/template" if self.kind == DAEMON_SET else ""
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+def check_nesting(obj: object) -> None:
+    """Raise :class:`InvalidObject` (a 400) when ``obj`` nests deeper than :data:`MAX_DEPTH` (the one depth check)."""
+    try:
+        check_depth(obj, MAX_DEPTH)
+    except TooComplex:
+        raise InvalidObject(f"the object is nested more than {MAX_DEPTH} levels deep") from None
 
 
-def check_depth(obj: object, limit: int = MAX_DEPTH) -> None:
-    """Raise :class:`InvalidObject` when ``obj`` nests objects or arrays deeper than ``limit`` (no recursion).
+def read_workload(obj: object, kind: str, *, meta: ObjectMeta | None = None) -> Workload:
+    """Read a Pod or DaemonSet into a :class:`Workload`; raise :class:`InvalidObject` naming the bad field.
 
-    Written for speed: it visits every value of every admitted object once.
+    ``meta`` is the object's metadata when the caller has read it already
+    (``parse_admission_review`` has), so that it is read once.
     """
-    stack: list[tuple[Iterable[object], int]] = []
-    _push(stack, obj, 1, limit)
-    while stack:
-        children, depth = stack.pop()
-        for child in children:
-            if type(child) not in _SCALARS:
-                _push(stack, child, depth + 1, limit)
-
-
-def _push(stack: list[tuple[Iterable[object], int]], value: object, depth: int, limit: int) -> None:
-    if type(value) is list:
-        children: Iterable[object] = value
-    elif type(value) is dict or isinstance(value, Mapping):
-        children = value.values()
-    else:
-        return
-    if depth > limit:
-        raise InvalidObject(f"the object is nested more than {limit} levels deep")
-    stack.append((children, depth))
-
-
-def read_workload(obj: object, kind: str) -> Workload:
-    """Read a Pod or DaemonSet into a :class:`Workload`; raise :class:`InvalidObject` naming the bad field."""
     if kind not in KINDS:
         raise InvalidObject(f"kind {kind!r} has no pod spec; noe handles {', '.join(KINDS)}")
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InvalidObject(f"the {kind} must be an object, not {fields.json_type(obj)}")
-    check_depth(obj)
+    check_nesting(obj)
+    own = meta if meta is not None else read_object_meta(obj)
     if kind == DAEMON_SET:
         spec_field = fields.mapping(obj.get("spec"), "spec")
         if spec_field.get("template") is None:
             raise InvalidObject("spec.template is missing: a DaemonSet needs a pod template")
         holder = fields.mapping(spec_field.get("template"), "spec.template")
-        meta_path, spec_path, pointer = "spec.template.metadata", "spec.template.spec", "/spec/template/spec"
+        pod_meta = read_object_meta(holder, "spec.template")
+        spec_path, pointer = "spec.template.spec", "/spec/template/spec"
     else:
-        holder = obj
-        meta_path, spec_path, pointer = "metadata", "spec", "/spec"
-    metadata = fields.mapping(holder.get("metadata"), meta_path)
-    labels = fields.string_map(metadata.get("labels"), f"{meta_path}.labels")
-    annotations = _annotations(metadata.get("annotations"), f"{meta_path}.annotations")
+        holder, pod_meta = obj, own
+        spec_path, pointer = "spec", "/spec"
     raw_spec = holder.get("spec")
     spec = fields.mapping(raw_spec, spec_path)
     state: bool | None = "spec" in holder and (None if raw_spec is None else True)
     _check_placement_fields(spec, spec_path)
+    containers = _images(spec, spec_path)
+    volumes = _volume_images(spec, spec_path) if spec.get("volumes") is not None else ()
     return Workload(
         kind=kind,
         obj=obj,
+        meta=own,
+        pod_meta=pod_meta,
         spec=spec,
         spec_pointer=pointer,
         spec_state=state,
-        labels=labels,
-        annotations=annotations,
-        images=_images(spec, spec_path),
+        images=tuple(dict.fromkeys((*containers, *volumes))) if volumes else containers,
         pull_secrets=pull_secret_names(spec.get("imagePullSecrets")),
         node_name=fields.string(spec.get("nodeName"), f"{spec_path}.nodeName"),
         node_selector=fields.string_map(spec.get("nodeSelector"), f"{spec_path}.nodeSelector"),
-        placement_record=_placement_record(annotations) if kind == DAEMON_SET else None,
+        placement_record=_placement_record(pod_meta.annotations) if kind == DAEMON_SET else None,
+        volume_images=frozenset(volumes).difference(containers) if volumes else frozenset(),
+        ephemeral=_ephemeral(spec, spec_path) if kind == POD and spec.get("ephemeralContainers") is not None else {},
     )
-
-
-def _annotations(value: object, path: str) -> Mapping[str, str]:
-    """Annotations as far as noe reads them: string values of an object, anything else ignored.
-
-    noe neither reads nor edits other annotations, so their shape is left to the API server's validation.
-    """
-    del path
-    if not isinstance(value, Mapping):
-        return {}
-    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _images(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
@@ -154,6 +147,34 @@ def _images(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
             if image.strip():
                 images.setdefault(image, None)
     return tuple(images)
+
+
+def _volume_images(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
+    """The references of image volumes (``volumes[].image.reference``), in order, empty ones ignored.
+
+    The kubelet pulls them for its node's platform as it pulls container images (rule 3).
+    """
+    images: dict[str, None] = {}
+    for index, volume in enumerate(fields.array(spec.get("volumes"), f"{path}.volumes")):
+        item = fields.mapping(volume, f"{path}.volumes[{index}]")
+        source = fields.mapping(item.get("image"), f"{path}.volumes[{index}].image")
+        reference = fields.string(source.get("reference"), f"{path}.volumes[{index}].image.reference")
+        if reference.strip():
+            images.setdefault(reference, None)
+    return tuple(images)
+
+
+def _ephemeral(spec: Mapping[str, Any], path: str) -> dict[str, str]:
+    """``ephemeralContainers`` as name → image (entries without a name or image are skipped: the API
+    server refuses them anyway, and noe never edits them)."""
+    found: dict[str, str] = {}
+    for index, container in enumerate(fields.array(spec.get("ephemeralContainers"), f"{path}.ephemeralContainers")):
+        item = fields.mapping(container, f"{path}.ephemeralContainers[{index}]")
+        name = fields.string(item.get("name"), f"{path}.ephemeralContainers[{index}].name")
+        image = fields.string(item.get("image"), f"{path}.ephemeralContainers[{index}].image")
+        if name and image.strip():
+            found[name] = image
+    return found
 
 
 def pull_secret_names(value: object) -> tuple[str, ...]:
@@ -212,31 +233,3 @@ def _placement_record(annotations: Mapping[str, str]) -> Mapping[str, Any] | Non
     except ValueError:
         return None
     return record if isinstance(record, dict) else None
-
-
-# ---------------------------------------------------------------- the earlier, object-level helpers
-
-
-def images_of(obj: Mapping[str, Any], kind: str) -> list[str]:
-    """The images of ``containers`` then ``initContainers`` (see :func:`read_workload`)."""
-    return list(read_workload(obj, kind).images)
-
-
-def pod_labels(obj: Mapping[str, Any], kind: str) -> dict[str, str]:
-    """The labels the pods will carry: the Pod's own, or the DaemonSet template's."""
-    return dict(read_workload(obj, kind).labels)
-
-
-def check_workload(obj: object, kind: str) -> None:
-    """Check that ``obj`` is a ``kind`` noe can read (see :func:`read_workload`)."""
-    read_workload(obj, kind)
-
-
-def pod_spec(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The pod spec inside ``obj`` for editing in place (created empty when missing)."""
-    holder = read_workload(obj, kind)
-    target: dict[str, Any] = obj if holder.kind == POD else obj["spec"]["template"]
-    if not isinstance(target.get("spec"), dict):
-        target["spec"] = {}
-    spec: dict[str, Any] = target["spec"]
-    return spec

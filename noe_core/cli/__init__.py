@@ -1,6 +1,6 @@
-"""The ``noe`` command's offline and registry subcommands: ``mutate`` and ``inspect``.
+"""The ``noe`` command's offline and registry subcommands: ``mutate``, ``inspect`` and ``policy``.
 
-``noe_web.cli`` adds ``serve`` and ``certs`` on top; ``python -m noe_core.cli``
+``noe_web.commands`` adds ``serve`` and ``certs`` on top; ``python -m noe_core.cli``
 offers these two without the web extra installed.
 """
 
@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from noe_core.cli.flags import NoeArgumentParser
 from noe_core.cli.options import go_style_argv
+from noe_core.cli.parser import NoeArgumentParser
 from noe_core.version import installed_version
 
 
@@ -38,10 +38,12 @@ SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentParser:
-    """The ``noe`` parser with ``mutate`` and ``inspect``, plus the ``extra`` subcommands and ``completion``."""
+    """The ``noe`` parser with ``mutate``, ``inspect`` and ``policy``, plus the ``extra`` subcommands and
+    ``completion``."""
     from noe_core.cli.completion import add_completion_parser  # noqa: PLC0415
     from noe_core.cli.inspect import add_inspect_parser  # noqa: PLC0415
     from noe_core.cli.mutate import add_mutate_parser  # noqa: PLC0415
+    from noe_core.cli.policy import add_policy_parser  # noqa: PLC0415
 
     parser = NoeArgumentParser(
         prog="noe",
@@ -55,6 +57,7 @@ def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentPars
     )
     add_mutate_parser(subparsers)
     add_inspect_parser(subparsers)
+    add_policy_parser(subparsers)
     for add in extra:
         add(subparsers)
     add_completion_parser(subparsers, parser)

@@ -2,7 +2,9 @@
 
 Prints the canonical reference, the digest of the index or manifest (the one
 ``docker manifest inspect`` does not show), its media type and each platform
-with its manifest digest; ``-o json|yaml`` (``--json``: ``-o json``) prints the same as one document.
+with its manifest digest, in containerd's spelling (``windows(10.0.20348.2340)/amd64``,
+``linux/amd64/v3``); an OCI artifact (rule 17) is said to be one, with its type,
+instead. ``-o json|yaml`` (``--json``: ``-o json``) prints the same as one document.
 
 Exit status: 0 success; 1 registry or authentication failure (one line on
 stderr: registry, HTTP status, what to check — never a secret); 2 bad input.
@@ -16,8 +18,9 @@ import logging
 import sys
 from typing import TextIO
 
-from noe_core.cli.flags import INSPECT_OUTPUT, INSPECT_TIMEOUT, JSON, VERBOSE, NoeArgumentParser, add_flags
+from noe_core.cli.flags import INSPECT_OUTPUT, INSPECT_TIMEOUT, JSON, VERBOSE
 from noe_core.cli.output import dump
+from noe_core.cli.parser import NoeArgumentParser, add_flags
 from noe_core.cli.registry_options import (
     add_registry_arguments,
     node_keychain_from_args,
@@ -25,9 +28,10 @@ from noe_core.cli.registry_options import (
 )
 from noe_core.deadline import Deadline
 from noe_core.errors import InvalidInput, ManifestError, NoeError, RegistryError
+from noe_core.lookup import ImagePlatforms
 from noe_core.observer import CountingObserver
-from noe_core.reference import parse_reference
-from noe_core.registry.resolver import ImageInfo, Resolver
+from noe_core.reference import Reference, parse_reference
+from noe_core.registry.resolver import Resolver
 from noe_core.registry.transport import make_session
 
 EXIT_OK = 0
@@ -54,11 +58,29 @@ def configure_inspect_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run_inspect)
 
 
-def _human(info: ImageInfo, out: TextIO) -> None:
-    out.write(f"Reference:  {info.reference}\n")
-    out.write(f"Digest:     {info.digest}\n")
-    out.write(f"Media type: {info.media_type}\n")
-    rows = [(str(p.platform), p.digest) for p in info.platforms]
+def _json(reference: Reference, found: ImagePlatforms) -> dict[str, object]:
+    """The ``noe inspect -o json`` shape."""
+    doc: dict[str, object] = {
+        "reference": str(reference),
+        "digest": found.digest,
+        "mediaType": found.media_type,
+        "platforms": [{**p.platform.to_json(), "digest": p.digest} for p in found.resolved],
+    }
+    if found.is_artifact:
+        doc["artifactType"] = found.artifact_type
+    return doc
+
+
+def _human(reference: Reference, found: ImagePlatforms, out: TextIO) -> None:
+    out.write(f"Reference:  {reference}\n")
+    out.write(f"Digest:     {found.digest}\n")
+    out.write(f"Media type: {found.media_type}\n")
+    if found.is_artifact:
+        out.write(
+            f"Artifact:   {found.artifact_type} (not a container image: runs nowhere, constrains no image volume)\n"
+        )
+        return
+    rows = [(str(p.platform), p.digest) for p in found.resolved]
     width = max([len("PLATFORM"), *(len(r[0]) for r in rows)])
     out.write(f"\n{'PLATFORM'.ljust(width)}  DIGEST\n")
     for platform, digest in rows:
@@ -96,9 +118,9 @@ def run_inspect(ns: argparse.Namespace, *, out: TextIO | None = None, err: TextI
             stderr.write(json.dumps(observer.summary(), indent=2) + "\n")
     fmt = "json" if ns.json else ns.output
     if fmt != "text":
-        stdout.write(dump(info.to_json(), fmt))
+        stdout.write(dump(_json(reference, info), fmt))
     else:
-        _human(info, stdout)
+        _human(reference, info, stdout)
     return EXIT_OK
 
 

@@ -3,6 +3,8 @@
 Users run it in CI to see where each workload would land before anything
 reaches a cluster. With ``--platforms`` nothing touches the network; without
 it, each image is read from its registry with the same flags as ``noe serve``.
+``--policy FILE`` (repeatable) applies placement policies exactly as the
+webhook applies a cluster's: the same merge, the same annotation.
 
 Input: a Pod, a DaemonSet or an AdmissionReview, in YAML or JSON (several
 YAML documents are processed one by one). Workloads that carry a pod template
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -31,14 +33,17 @@ from noe_core.cli.flags import (
     OUTPUT,
     PATCH,
     PLATFORMS,
+    POLICY_FILE,
     add_flags,
     require,
 )
 from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
-from noe_core.lookup import Inspect, LookupResult, Lookups
+from noe_core.lookup import Inspect, LookupRequest, LookupResult, Lookups
 from noe_core.patch import Operation, apply_patch, pointer
+from noe_core.policies.documents import PolicyDocuments, read_files
+from noe_core.policies.merge import PolicySource
 from noe_core.policy import Decision
 from noe_core.safe_load import TooComplex, load_json, load_yaml_all
 from noe_core.settings import PolicySettings
@@ -48,7 +53,7 @@ EXIT_DENIED = 3
 EXIT_BAD_INPUT = 2
 
 # Pod-template paths of the built-in workload kinds whose Pods the webhook would see at CREATE.
-_TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
+TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "Deployment": ("spec", "template"),
     "StatefulSet": ("spec", "template"),
     "ReplicaSet": ("spec", "template"),
@@ -56,9 +61,6 @@ _TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "Job": ("spec", "template"),
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
-
-Inspector = Callable[[Sequence[str]], Lookups]
-"""Turns the images of one object into their lookups (static file or registry)."""
 
 _API_VERSION = "admission.k8s.io/v1"
 
@@ -87,7 +89,7 @@ def add_mutate_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     add_flags(parser, (FILENAME, OUTPUT))
     add_flags(parser.add_mutually_exclusive_group(), (PATCH, EXPLAIN))
-    add_flags(parser, (PLATFORMS, MUTATE_NAMESPACE, OPERATION, LOOKUP_TIMEOUT))
+    add_flags(parser, (PLATFORMS, MUTATE_NAMESPACE, OPERATION, LOOKUP_TIMEOUT, POLICY_FILE))
     add_policy_arguments(parser)
     # Registry flags are added only when the registry client is available (it is part of noe_core).
     from noe_core.cli.registry_options import add_registry_arguments  # noqa: PLC0415
@@ -128,7 +130,7 @@ def load_documents(source: str, stdin: TextIO) -> list[Any]:
     return docs
 
 
-def _expand_lists(docs: list[Any]) -> Iterator[Any]:
+def expand_lists(docs: list[Any]) -> Iterator[Any]:
     """``kind: List`` (as ``kubectl get -o yaml`` prints) holds its objects under ``items``."""
     for doc in docs:
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
@@ -137,7 +139,7 @@ def _expand_lists(docs: list[Any]) -> Iterator[Any]:
             yield doc
 
 
-def _object_name(obj: Mapping[str, Any]) -> str:
+def object_name(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return ""
@@ -145,37 +147,34 @@ def _object_name(obj: Mapping[str, Any]) -> str:
     return str(name)
 
 
-def _namespace_of(obj: Mapping[str, Any], default: str) -> str:
+def namespace_of(obj: Mapping[str, Any], default: str) -> str:
     meta = obj.get("metadata")
     namespace = meta.get("namespace") if isinstance(meta, dict) else None
     return str(namespace) if namespace else default
 
 
-def _template_at(obj: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+def template_at(obj: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     node: Any = obj
     for key in path:
         node = node.get(key) if isinstance(node, dict) else None
     if not isinstance(node, dict):
-        raise InvalidObject(f"{obj.get('kind')} {_object_name(obj)!r} has no pod template at {'.'.join(path)}")
+        raise InvalidObject(f"{obj.get('kind')} {object_name(obj)!r} has no pod template at {'.'.join(path)}")
     return node
-
-
-def _as_inspect(inspector: Inspector) -> Inspect:
-    return lambda request: LookupResult(inspector(request.images))
 
 
 def _bare_request(obj: dict[str, Any], kind: str, operation: str, namespace: str) -> AdmissionRequest:
     """The AdmissionReview request the API server would send for ``obj``."""
-    return AdmissionRequest(_API_VERSION, "noe-mutate", kind, operation, namespace, _object_name(obj), obj)
+    return AdmissionRequest(_API_VERSION, "noe-mutate", kind, operation, namespace, object_name(obj), obj)
 
 
 def evaluate(
     doc: Any,
     *,
     settings: PolicySettings,
-    inspect: Inspector,
+    inspect: Inspect,
     namespace: str,
     operation: str,
+    policies: PolicySource | None = None,
 ) -> Outcome:
     """Apply the policy to one document as the webhook would see it: through the same :func:`admit`."""
     if not isinstance(doc, dict):
@@ -183,7 +182,7 @@ def evaluate(
     kind = doc.get("kind")
     if kind == "AdmissionReview":
         request = parse_admission_review(doc)
-        admission = admit(request, settings, _as_inspect(inspect))
+        admission = admit(request, settings, inspect, policies=policies)
         return Outcome(
             request.kind,
             request.name,
@@ -195,22 +194,20 @@ def evaluate(
         )
     if not isinstance(kind, str) or not kind:
         raise InvalidObject("the object has no 'kind' (expected Pod, DaemonSet, a workload or AdmissionReview)")
-    ns = _namespace_of(doc, namespace)
-    name = _object_name(doc)
-    if kind in _TEMPLATE_PATHS:
-        template = _template_at(doc, _TEMPLATE_PATHS[kind])
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {**(template.get("metadata") or {}), "namespace": ns},
-            "spec": template.get("spec"),
-        }
-        admission = admit(_bare_request(pod, "Pod", "CREATE", ns), settings, _as_inspect(inspect))
+    ns = namespace_of(doc, namespace)
+    name = object_name(doc)
+    if kind in TEMPLATE_PATHS:
+        template = template_at(doc, TEMPLATE_PATHS[kind])
+        # The template's metadata as it is (the namespace is the request's), so operations on it apply below.
+        pod = {"apiVersion": "v1", "kind": "Pod", "spec": template.get("spec")}
+        if "metadata" in template:
+            pod["metadata"] = template["metadata"]
+        admission = admit(_bare_request(pod, "Pod", "CREATE", ns), settings, inspect, policies=policies)
         # The Pod's operations touch only its spec; below the template they apply the same way.
-        prefix = pointer("", _TEMPLATE_PATHS[kind])
+        prefix = pointer("", TEMPLATE_PATHS[kind])
         patch = tuple({**op, "path": prefix + op["path"]} for op in admission.decision.patch)
         return Outcome(kind, name, doc, apply_patch(doc, patch), admission.decision, admission.lookups, patch=patch)
-    admission = admit(_bare_request(doc, kind, operation, ns), settings, _as_inspect(inspect))
+    admission = admit(_bare_request(doc, kind, operation, ns), settings, inspect, policies=policies)
     decision = admission.decision
     return Outcome(kind, name, doc, decision.obj, decision, admission.lookups, patch=decision.patch)
 
@@ -251,26 +248,47 @@ def render(outcome: Outcome, ns: argparse.Namespace) -> Any:
     return outcome.mutated
 
 
-def _make_inspector(ns: argparse.Namespace) -> Inspector:
-    """Static platforms when ``--platforms`` is given (no network), else the registry.
+def _make_inspect(ns: argparse.Namespace) -> Inspect:
+    """The lookup service on static platforms when ``--platforms`` is given (no network), else the registry.
 
     The registry flags are checked either way: a bad one is an error even when ``--platforms`` makes it unused.
+    ``noe mutate`` reads no pull Secret: a private image needs the node's credentials flags.
     """
     from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
-    from noe_core.registry.inspection import ImageInspector  # noqa: PLC0415
+    from noe_core.deadline import Deadline  # noqa: PLC0415
+    from noe_core.registry.lookup_service import LookupService  # noqa: PLC0415
 
     registry_settings = registry_settings_from_args(ns)
     keychain = node_keychain_from_args(ns)
     platforms = require(ns, PLATFORMS)
+    timeout: float | None = None
     if platforms is not None:
         from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
 
-        return ImageInspector(static=StaticPlatforms.load(platforms)).inspector()
-    from noe_core.registry.resolver import Resolver  # noqa: PLC0415
-    from noe_core.registry.transport import make_session  # noqa: PLC0415
+        service = LookupService(static=StaticPlatforms.load(platforms))
+    else:
+        from noe_core.registry.resolver import Resolver  # noqa: PLC0415
+        from noe_core.registry.transport import make_session  # noqa: PLC0415
 
-    resolver = Resolver(make_session(registry_settings), settings=registry_settings, keychain=keychain)
-    return ImageInspector(resolver=resolver).inspector(timeout=ns.lookup_timeout)
+        resolver = Resolver(make_session(registry_settings), settings=registry_settings, keychain=keychain)
+        service = LookupService(resolver=resolver)
+        timeout = ns.lookup_timeout
+
+    def inspect(request: LookupRequest) -> LookupResult:
+        deadline = Deadline.never() if timeout is None else Deadline.after(timeout)
+        return service.inspect(request, deadline=deadline).result
+
+    return inspect
+
+
+def policy_files(ns: argparse.Namespace, err: TextIO) -> PolicyDocuments | None:
+    """The ``--policy`` files, read once; each invalid policy is said on ``err`` (it is ignored whole)."""
+    if not ns.policy:
+        return None
+    found = read_files(ns.policy)
+    for rejected in found.rejected:
+        print(f"noe {getattr(ns, 'command', 'mutate')}: policy ignored: {rejected}", file=err)
+    return found
 
 
 def run_mutate(
@@ -280,11 +298,17 @@ def run_mutate(
     err = stderr or sys.stderr
     try:
         settings = policy_settings_from_args(ns)
-        inspect = _make_inspector(ns)
-        docs = list(_expand_lists(load_documents(ns.filename, stdin or sys.stdin)))
+        inspect = _make_inspect(ns)
+        policies = policy_files(ns, err)
+        docs = list(expand_lists(load_documents(ns.filename, stdin or sys.stdin)))
         outcomes = [
             evaluate(
-                doc, settings=settings, inspect=inspect, namespace=ns.namespace or "default", operation=ns.operation
+                doc,
+                settings=settings,
+                inspect=inspect,
+                namespace=ns.namespace or "default",
+                operation=ns.operation,
+                policies=policies.as_policies() if policies is not None else None,
             )
             for doc in docs
         ]

@@ -13,15 +13,8 @@ import argparse
 import logging
 import os
 
-from noe_core.cli.flags import (
-    CREDENTIAL_PROVIDER_BIN_DIR,
-    CREDENTIAL_PROVIDER_CONFIG,
-    REGISTRY_CA_FILE,
-    REGISTRY_FLAGS,
-    add_flags,
-    require,
-    usage_error,
-)
+from noe_core.cli.flags import CREDENTIAL_PROVIDER_BIN_DIR, CREDENTIAL_PROVIDER_CONFIG, REGISTRY_CA_FILE, REGISTRY_FLAGS
+from noe_core.cli.parser import add_flags, require, usage_error
 from noe_core.credentials.containerd_config import keychain_from_containerd_config
 from noe_core.credentials.docker_config import keychain_from_file
 from noe_core.credentials.keychain import ANONYMOUS, Keychain, MultiKeychain

@@ -3,7 +3,7 @@
 Each parser is a callable ``str → value`` (an argparse ``type=``) that raises
 :class:`BadValue` whose message is the predicate of one sentence —
 ``is not a number of seconds``, ``must be from 1 to 100`` — so that
-:mod:`noe_core.cli.flags` can prefix the flag or variable and the value the user
+:mod:`noe_core.cli.parser` can prefix the flag or variable and the value the user
 wrote, and every bad value reads the same way::
 
     noe mutate: argument --lookup-timeout: 'abc' is not a number of seconds
@@ -13,7 +13,7 @@ durations, toleration and proxy syntax, image patterns) are reused, never
 re-implemented here. Whether a file exists is a fact about the machine the
 command runs on, not about the text: :class:`ExistingFile` only reads the path,
 and the command checks existence when it builds its settings
-(:func:`noe_core.cli.flags.require_file`), so a Helm chart's arguments can be
+(:func:`noe_core.cli.parser.require`), so a Helm chart's arguments can be
 parsed on any machine.
 """
 
@@ -23,12 +23,16 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from noe_core.cache_url import CacheURL, parse_cache_url, redact
+from noe_core.comma_list import parse_comma_list
 from noe_core.errors import InvalidSettings
 from noe_core.hostmatch import parse_image_patterns, parse_patterns
 from noe_core.platform import normalize_os
+from noe_core.pricing import parse_prices
 from noe_core.registry_settings import RegistryProxy, parse_duration, parse_registry_proxies
 from noe_core.settings import (
     ArchToleration,
@@ -37,7 +41,6 @@ from noe_core.settings import (
     is_label_key,
     normalize_arch_name,
     parse_arch_tolerations,
-    parse_list,
 )
 
 T = TypeVar("T")
@@ -142,7 +145,7 @@ class CommaList(Generic[T]):
 
     def __call__(self, text: str) -> tuple[T, ...]:
         out: list[T] = []
-        for entry in parse_list(text):
+        for entry in parse_comma_list(text):
             try:
                 value = self.item(entry)
             except BadValue as exc:
@@ -254,7 +257,7 @@ class ExistingFile(FilePath):
     """A file that must exist when the command runs; empty means none.
 
     Only the text is read here: the file is looked for when the command builds
-    its settings (:func:`noe_core.cli.flags.require`), so a Helm chart's
+    its settings (:func:`noe_core.cli.parser.require`), so a Helm chart's
     arguments parse on a machine that lacks the node's files.
     """
 
@@ -275,6 +278,22 @@ class Text:
     metavar: str = "TEXT"
 
     def __call__(self, text: str) -> str:
+        return text
+
+
+@dataclass(frozen=True)
+class Line:
+    """Text shown to users as written (a warning's hint): one line of printable characters, bounded,
+    so it is never cut or garbled where it is shown."""
+
+    max_length: int
+    metavar: str = "TEXT"
+
+    def __call__(self, text: str) -> str:
+        if not all(char.isprintable() for char in text):
+            raise BadValue("must be one line of printable characters")
+        if len(text) > self.max_length:
+            raise BadValue(f"must be at most {self.max_length} characters (it has {len(text)})")
         return text
 
 
@@ -308,6 +327,30 @@ ARCH_TOLERATIONS: Syntax[tuple[ArchToleration, ...]] = Syntax(parse_arch_tolerat
 REGISTRY_PROXIES: Syntax[tuple[RegistryProxy, ...]] = Syntax(parse_registry_proxies, "GLOB=MIRROR,...")
 IMAGE_PATTERNS: Syntax[tuple[str, ...]] = Syntax(_image_patterns, "PATTERNS")
 HOST_GLOBS: Syntax[tuple[str, ...]] = Syntax(parse_patterns, "GLOBS")
+ARCH_PRICES: Syntax[dict[str, Fraction]] = Syntax(parse_prices, "ARCH=PRICE,...")
+
+
+@dataclass(frozen=True)
+class SecretURL:
+    """A ``redis://`` / ``rediss://`` URL that may hold a password: empty means none.
+
+    :meth:`shown` is how a usage error quotes the value: with the password masked.
+    """
+
+    metavar: str = "URL"
+
+    def __call__(self, text: str) -> CacheURL | None:
+        if not text.strip():
+            return None
+        try:
+            return parse_cache_url(text)
+        except InvalidSettings as exc:
+            raise BadValue(str(exc)) from None
+
+    @staticmethod
+    def shown(text: str) -> str:
+        return redact(text)
+
 
 ValueParser = Callable[[str], Any]
 """What every kind above is: a callable ``str → value`` raising :class:`BadValue` (a ``ValueError``)."""
