@@ -1,7 +1,7 @@
-"""``python -m noe_web``: the ``noe`` command (``serve``, ``certs``, ``mutate``, ``inspect``)."""
+"""``python -m noe_web``: the ``noe`` command (:mod:`noe_web.commands`)."""
 
 import sys
 
-from noe_web.cli import main
+from noe_web.commands import main
 
 sys.exit(main())

@@ -39,6 +39,7 @@ MAX_LABEL_VALUES = 200
 MAX_KIND_VALUES = 20
 MAX_LABEL_LENGTH = 253
 OTHER = "other"
+REDIS_BUCKETS = (0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 DISTRIBUTION = "noe-webhook"
 
@@ -74,6 +75,26 @@ class _Bounded:
                 self._seen.add(value)
                 return value
         return OTHER
+
+
+class _Children:
+    """A family's children by label values, looked up in a dict.
+
+    ``labels()`` takes the family's lock and builds its key on every call
+    (~1.6 us, as much as the increment itself); the hot paths call it several
+    times per admission. The label values reaching here are already bounded, so
+    the dict is too.
+    """
+
+    def __init__(self, family: Any) -> None:
+        self._family = family
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._family.labels(*values)
+        return child
 
 
 class Metrics:
@@ -198,6 +219,48 @@ class Metrics:
             ["table"],
             registry=r,
         )
+        # --- the cache every replica shares (--cache-url, noe_core.registry.redis_cache) ---------------
+        # Its hits and misses are noe_registry_cache_{hits,misses}_total{lookup="redis"}; waits for
+        # another replica's fetch are noe_registry_cache_coalesced_total{lookup="replica"}.
+        self.redis_duration = Histogram(
+            "noe_registry_cache_redis_duration_seconds",
+            "Time of each call to the shared Redis cache (one round trip), failed ones included.",
+            ["call"],
+            buckets=REDIS_BUCKETS,
+            registry=r,
+        )
+        self.redis_errors = Counter(
+            "noe_registry_cache_redis_errors_total",
+            "Calls to the shared Redis cache that failed (refused, timed out, unreachable).",
+            ["call"],
+            registry=r,
+        )
+        self.redis_available = Gauge(
+            "noe_registry_cache_redis_up",
+            "1 while the shared Redis cache answers, 0 while this process uses its local cache alone "
+            "(the lowest of the live workers); no series without --cache-url.",
+            ["server"],
+            multiprocess_mode="livemin",
+            registry=r,
+        )
+        # --- placement policies (noe_web.kube.policy_watch) ---------------------------------------------
+        self.policy_watch_stale = Gauge(
+            "noe_policy_watch_stale_seconds",
+            "Seconds the placement policies and namespace labels in use may be out of date: 0 while every "
+            "watch is open; grows while one is broken and the last good set is used (the stalest worker).",
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        # the children the request path increments, looked up without labels() (see _Children)
+        self._hits, self._misses = _Children(self.cache_hits), _Children(self.cache_misses)
+        self._coalesced = _Children(self.cache_coalesced)
+        self._cache_hit = self.cache_responses.labels("hit")
+        self._cache_miss = self.cache_responses.labels("miss")
+        self._requests = _Children(self.registry_requests)
+        self._request_duration = _Children(self.registry_request_duration)
+        self._admissions, self._admission_duration = _Children(self.admissions), _Children(self.admission_duration)
+        self._injected, self._skipped = _Children(self.injected), _Children(self.update_skip)
+        self._redis_duration, self._redis_errors = _Children(self.redis_duration), _Children(self.redis_errors)
 
     def instrument_session(self, session: requests.Session) -> None:
         """Time every answered request of *session* (the registry client's) into the duration histogram.
@@ -208,28 +271,26 @@ class Metrics:
         def observe(response: requests.Response, *args: Any, **kwargs: Any) -> None:
             host = urlsplit(response.url).netloc
             method = response.request.method or "GET"
-            self.registry_request_duration.labels(self._registry_label(host), method).observe(
-                response.elapsed.total_seconds()
-            )
+            self._request_duration(self._registry_label(host), method).observe(response.elapsed.total_seconds())
 
         session.hooks["response"].append(observe)
 
     # --- RegistryObserver -------------------------------------------------
     def request(self, registry: str, method: str, status: int) -> None:
-        self.registry_requests.labels(self._registry_label(registry), method, str(status)).inc()
+        self._requests(self._registry_label(registry), method, str(status)).inc()
 
     def cache_hit(self, kind: str) -> None:
-        self.cache_hits.labels(kind).inc()
+        self._hits(kind).inc()
         self.cache_requests.inc()
-        self.cache_responses.labels("hit").inc()
+        self._cache_hit.inc()
 
     def cache_miss(self, kind: str) -> None:
-        self.cache_misses.labels(kind).inc()
+        self._misses(kind).inc()
         self.cache_requests.inc()
-        self.cache_responses.labels("miss").inc()
+        self._cache_miss.inc()
 
     def coalesced(self, kind: str) -> None:
-        self.cache_coalesced.labels(kind).inc()
+        self._coalesced(kind).inc()
 
     def token_fetch(self, registry: str, outcome: str) -> None:
         self.token_fetches.labels(self._registry_label(registry), outcome).inc()
@@ -242,19 +303,29 @@ class Metrics:
     def error(self, registry: str, kind: str) -> None:
         self.registry_errors.labels(self._registry_label(registry), kind).inc()
 
+    # --- RedisObserver (noe_core.registry.redis_cache) ---------------------
+    def redis_call(self, operation: str, seconds: float, *, error: bool) -> None:
+        self._redis_duration(operation).observe(seconds)
+        if error:
+            self._redis_errors(operation).inc()
+
+    def redis_up(self, server: str, up: bool) -> None:
+        self.redis_available.labels(server).set(1 if up else 0)
+
     # --- admissions -------------------------------------------------------
     def admission(self, *, namespace: str, kind: str, decision: str, seconds: float) -> None:
-        self.admissions.labels(self._namespace_label(namespace), self._kind_label(kind), decision).inc()
-        self.admission_duration.labels(decision).observe(seconds)
+        namespace = self._namespace_label(namespace)
+        self._admissions(namespace, self._kind_label(kind), decision).inc()
+        self._admission_duration(decision).observe(seconds)
         if decision == "mutated":
             # noe always places through required node affinity: Go Noe's "affinity" selector.
-            self.injected.labels(self._namespace_label(namespace), "affinity").inc()
+            self._injected(namespace, "affinity").inc()
 
     def pull_secrets_failed(self, namespace: str, count: int = 1) -> None:
         self.pull_secret_failed.labels(self._namespace_label(namespace)).inc(count)
 
     def skipped(self, kind: str, operation: str) -> None:
-        self.update_skip.labels(self._kind_label(kind), operation or "none").inc()
+        self._skipped(self._kind_label(kind), operation or "none").inc()
 
 
 def multiprocess_registry(directory: Path | None = None) -> CollectorRegistry:

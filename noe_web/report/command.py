@@ -1,0 +1,277 @@
+"""``noe report``: how much of the cluster could run on each architecture today, and what blocks the rest.
+
+Input: the live cluster through the Kubernetes API (``--kubeconfig``, else
+``$KUBECONFIG`` or ``~/.kube/config``, else the in-cluster service account),
+listing Pods page by page and the ReplicaSets and Jobs that own them; or ``-f
+FILE`` with what ``kubectl get pods -A -o json`` prints (a List, or several
+YAML/JSON documents; ``-`` for standard input). ReplicaSets and Jobs in the file
+are used to find top owners; other kinds are skipped.
+
+Images: ``--platforms FILE`` (the ``noe mutate`` format) keeps it offline;
+otherwise each image is read once from its registry with the registry flags of
+``noe serve``, in parallel (``--concurrency``), with the pull secrets of the
+pods that use it (live cluster). A progress bar goes to standard error when it
+is a terminal.
+
+Architectures of interest: ``--cluster-schedulable-archs`` (default amd64,arm64,
+plus any architecture priced or targeted); image platforms are filtered as the
+webhook filters them (``--system-os``, attestations and ``unknown`` entries
+ignored). The other placement flags are accepted, so the webhook's ``NOE_*``
+environment works unchanged, and ignored.
+
+Migration: ``--prices`` (per requested vCPU-hour) and ``--memory-prices`` (per
+GiB-hour) give each workload's monthly cost and today's saving on the target;
+``--target`` (default: the cheapest priced architecture, else arm64) gets the
+rebuild plan, every blocking image in the order that unlocks the most CPU first,
+with newer tags that already offer the target (``--no-upgrade-hints`` skips them).
+
+Output: a table (default), ``-o json`` or ``-o yaml`` (shape in docs/report.md),
+``-o csv``, ``-o policyreport`` (PolicyReports for ``kubectl apply``), and
+``--html FILE``, one self-contained page. Exit status: 0 success (whatever the
+cluster's state), 2 bad input or usage, 1 when the Kubernetes API or every
+registry lookup fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime as dt
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TextIO
+
+from noe_core import (
+    InvalidSettings,
+    NoeError,
+    PolicySettings,
+)
+from noe_core.cli.flags import LOOKUP_TIMEOUT, PLATFORMS, add_flags, require
+from noe_core.cli.output import dump
+from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
+from noe_core.lookup import LookupResult
+from noe_core.planner import choose_target, with_plan
+from noe_core.pricing import Prices
+from noe_core.report import DEFAULT_ARCHITECTURES, Report, build_report
+from noe_web.commands.flags import (
+    API_TIMEOUT,
+    CONCURRENCY,
+    HTML,
+    KUBECONFIG,
+    MEMORY_PRICES,
+    NOE_NAMESPACE,
+    PRICES,
+    REPORT_FILENAME,
+    REPORT_NAMESPACE,
+    REPORT_OUTPUT,
+    TARGET,
+    TOP,
+    UPGRADE_HINTS,
+)
+from noe_web.commands.shared_cache import shared_cache_config
+from noe_web.controller.flags import CONTROLLER_CACHE_FLAGS
+from noe_web.report.hints import hint_pull_secrets, upgrade_hints
+from noe_web.report.inventory import ClusterReader, pods_from_file
+from noe_web.report.lookups import image_pull_secrets, lookup_images, progress_bar, report_service
+from noe_web.report.table import render_table
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+REPORT_EXTRA_MODULES = frozenset({"tqdm", "pygal", "jinja2"})
+_MAX_NOTES = 10
+
+
+def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="how much of the cluster could run on each architecture, and which images block the rest",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_flags(
+        parser.add_argument_group("input"), (REPORT_FILENAME, KUBECONFIG, REPORT_NAMESPACE, API_TIMEOUT, NOE_NAMESPACE)
+    )
+    add_flags(parser.add_argument_group("images"), (PLATFORMS, LOOKUP_TIMEOUT, CONCURRENCY))
+    add_flags(parser.add_argument_group("cache shared with noe serve"), CONTROLLER_CACHE_FLAGS)
+    add_flags(parser.add_argument_group("migration"), (PRICES, MEMORY_PRICES, TARGET, UPGRADE_HINTS))
+    add_flags(parser.add_argument_group("output"), (REPORT_OUTPUT, HTML, TOP))
+    add_policy_arguments(parser)
+    # The registry client is part of noe_core; its flags are the ones noe serve takes.
+    from noe_core.cli.registry_options import add_registry_arguments  # noqa: PLC0415
+
+    add_registry_arguments(parser)
+    parser.set_defaults(run=run_report)
+
+
+# ---------------------------------------------------------------------------------------- command
+
+
+def _settings(ns: argparse.Namespace, prices: Prices | None) -> tuple[PolicySettings, tuple[str, ...]]:
+    """The policy flags as the webhook reads them, and the architectures of interest.
+
+    Without ``--cluster-schedulable-archs``, an architecture priced or targeted is of interest too.
+    """
+    # The preference decides nothing here: a preferred arch outside a narrower list must not stop the report.
+    settings = policy_settings_from_args(argparse.Namespace(**{**vars(ns), "preferred_arch": ""}))
+    if settings.schedulable_archs:
+        return settings, tuple(sorted(settings.schedulable_archs))
+    wanted = {*DEFAULT_ARCHITECTURES, *(prices.cpu if prices is not None else ()), *([ns.target] if ns.target else [])}
+    return settings, tuple(sorted(wanted))
+
+
+def _say(stream: TextIO, notes: Sequence[str]) -> None:
+    for note in notes[:_MAX_NOTES]:
+        print(f"noe report: {note}", file=stream)
+    if len(notes) > _MAX_NOTES:
+        print(f"noe report: ... and {len(notes) - _MAX_NOTES} more like these", file=stream)
+
+
+def run_report(
+    ns: argparse.Namespace,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    from noe_web.kube.errors import KubeError  # noqa: PLC0415
+
+    try:
+        return _run(ns, stdin or sys.stdin, out, err, os.environ if environ is None else environ)
+    except NoeError as exc:
+        print(f"noe report: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    except KubeError as exc:
+        print(f"noe report: Kubernetes API: {exc}", file=err)
+        return EXIT_FAILED
+    except ModuleNotFoundError as exc:
+        if exc.name not in REPORT_EXTRA_MODULES:
+            raise
+        print(
+            f"noe report: needs the report extra: pip install 'noe-webhook[report]' (module {exc.name} is missing)",
+            file=err,
+        )
+        return EXIT_BAD_INPUT
+
+
+def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, environ: Mapping[str, str]) -> int:
+    prices = Prices(ns.prices, ns.memory_prices) if ns.prices or ns.memory_prices else None
+    settings, archs = _settings(ns, prices)
+    # Checked now, before any lookup: a target or price that cannot be used is a usage error.
+    if choose_target(archs, prices, ns.target) is None and ns.output == "policyreport":
+        raise InvalidSettings("-o policyreport needs a target architecture: give --target")
+    timeout: float = ns.lookup_timeout
+    concurrency: int = ns.concurrency
+    require(ns, KUBECONFIG)  # a bad one is an error even when -f means it is not read
+    shared = shared_cache_config(ns)
+    if ns.html:
+        from noe_web.report.html import render_html  # noqa: PLC0415 - fail on a missing extra before any work
+    reader: ClusterReader | None = None
+    if ns.filename:
+        inventory = pods_from_file(ns.filename, stdin)
+    else:
+        from noe_web.kube.client import KubeClient  # noqa: PLC0415
+        from noe_web.kube.config import discover  # noqa: PLC0415
+
+        config = discover(_kubeconfig(ns, environ), environ)
+        if config is None:
+            raise InvalidSettings("no Kubernetes API: give --kubeconfig, set $KUBECONFIG, or read a file with -f")
+        reader = ClusterReader(KubeClient(config, timeout=ns.api_timeout), ns.namespace)
+        inventory = reader.inventory()
+    _say(err, inventory.notes)
+    images = list(dict.fromkeys(image for pod in inventory.pods for image in pod.images))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="noe-lookup") as pool:
+        # The webhook's Secret reader, each Secret read once for the run (only for images needing a registry).
+        secrets = None
+        if reader is not None:
+            from noe_web.kube.pull_secrets import KubePullSecrets  # noqa: PLC0415
+
+            secrets = KubePullSecrets(reader.client, pool, remember=True)
+        service = report_service(ns, pool, secrets, shared)
+        pull_secrets = image_pull_secrets(inventory.pods) if secrets is not None else {}
+        update, close = progress_bar(len(images), err)
+        try:
+            lookups = lookup_images(
+                images,
+                service,
+                pull_secrets=pull_secrets,
+                timeout=timeout,
+                concurrency=concurrency,
+                progress=update,
+            )
+        finally:
+            close()
+        _say(err, lookups.notes)
+        answers, learned = lookups.answers, LookupResult({})
+        if reader is not None:  # what exec format errors proved, as the webhook applies it
+            from noe_web.controller.command import own_namespace  # noqa: PLC0415
+
+            known, notes = reader.learned(ns.noe_namespace or own_namespace())
+            _say(err, notes)
+            learned = known.apply(LookupResult(answers))
+            answers = dict(learned.lookups)
+        report = with_plan(build_report(inventory.pods, answers, settings, archs), prices=prices, target=ns.target)
+        report = replace(report, learned=learned.warnings)
+        if report.plan is not None and ns.upgrade_hints:
+            hints = upgrade_hints(
+                [step.image for step in report.plan.steps],
+                report.plan.target,
+                service=service,
+                settings=settings,
+                pull_secrets=hint_pull_secrets(pull_secrets),
+                timeout=timeout,
+                concurrency=concurrency,
+            )
+            report = replace(report, plan=report.plan.with_upgrades(hints.upgrades))
+            _say(err, hints.notes)
+    out.write(_render(report, ns.output, ns.top))
+    if ns.html:
+        generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        page = render_html(report, source=inventory.source, generated=generated, top=ns.top)
+        try:
+            Path(ns.html).write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise InvalidSettings(f"--html {ns.html}: cannot write it ({exc.strerror})") from None
+    if lookups.registry_lookups and lookups.registry_failures == lookups.registry_lookups:
+        print(
+            f"noe report: every registry lookup failed ({lookups.registry_failures} images); "
+            "check the registry flags and credentials",
+            file=err,
+        )
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _render(report: Report, output: str, top: int) -> str:
+    """Standard output in the chosen format."""
+    if output == "table":
+        return render_table(report, top=top)
+    if output == "csv":
+        from noe_web.report.spreadsheet import render_csv  # noqa: PLC0415
+
+        return render_csv(report)
+    if output == "policyreport":
+        from noe_core.policy_report import policy_reports  # noqa: PLC0415
+
+        assert report.plan is not None  # a target was required before the lookups
+        reports = policy_reports(report, report.plan.target, seconds=int(time.time()))
+        return "".join("---\n" + dump(doc, "yaml") for doc in reports)
+    return dump(report.to_json(), output)
+
+
+def _kubeconfig(ns: argparse.Namespace, environ: Mapping[str, str]) -> Path | None:
+    """``--kubeconfig``, else the first ``$KUBECONFIG`` entry, else ``~/.kube/config`` when it exists."""
+    given = require(ns, KUBECONFIG)
+    if given is not None:
+        return given.expanduser()
+    first = next((p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p), "")
+    if first:
+        return Path(first).expanduser()
+    default = Path(environ.get("HOME") or Path.home()) / ".kube" / "config"
+    return default if default.is_file() else None

@@ -1,0 +1,123 @@
+"""The pods ``noe report`` reports on: from files (``-f``) or the live cluster, with their top owners.
+
+The cluster is listed page by page (Pods, then the ReplicaSets and Jobs that own
+them, only when some pod has such an owner); a file holds what ``kubectl get
+pods -A -o json`` prints (a List, or several YAML/JSON documents).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from noe_core import InvalidObject
+from noe_core.learned_platforms import CONFIGMAP, LearnedPlatforms, read_learned
+from noe_core.owners import INTERMEDIATE_KINDS, Owners
+from noe_core.report import PodEntry, read_pod
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The pods to report on, where they came from, and what was said about reading them."""
+
+    pods: tuple[PodEntry, ...]
+    source: str
+    notes: tuple[str, ...] = ()
+
+
+def _objects(docs: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
+    """Documents and the items of ``List``/``PodList``… documents, each given its kind."""
+    for doc in docs:
+        if not isinstance(doc, Mapping):
+            raise InvalidObject(f"expected Kubernetes objects, found a {type(doc).__name__}")
+        kind = doc.get("kind")
+        if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+            item_kind = kind[: -len("List")] or None
+            for item in doc["items"]:
+                if not isinstance(item, Mapping):
+                    raise InvalidObject(f"{kind} items must be objects, found a {type(item).__name__}")
+                yield item if "kind" in item or item_kind is None else {**item, "kind": item_kind}
+        else:
+            yield doc
+
+
+def pods_from_documents(docs: Iterable[Any], source: str) -> Inventory:
+    """Pods from decoded documents; ReplicaSets and Jobs among them tell top owners."""
+    pods: list[Mapping[str, Any]] = []
+    parents: list[Mapping[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    for obj in _objects(docs):
+        kind = obj.get("kind")
+        if kind == "Pod":
+            pods.append(obj)
+        elif kind in INTERMEDIATE_KINDS:
+            parents.append(obj)
+        else:
+            skipped[str(kind or "(no kind)")] += 1
+    owners = Owners.from_objects(parents)
+    notes = []
+    if skipped:
+        listed = ", ".join(f"{kind}: {count}" for kind, count in sorted(skipped.items()))
+        notes.append(f"skipped {sum(skipped.values())} objects that are not Pods, ReplicaSets or Jobs ({listed})")
+    return Inventory(tuple(read_pod(pod, owners) for pod in pods), source, tuple(notes))
+
+
+def pods_from_file(filename: str, stdin: TextIO) -> Inventory:
+    from noe_core.cli.mutate import load_documents  # noqa: PLC0415 - the one YAML/JSON document reader
+
+    label = "standard input" if filename == "-" else filename
+    return pods_from_documents(load_documents(filename, stdin), label)
+
+
+@dataclass
+class ClusterReader:
+    """Lists what the report needs from the API: Pods, and the ReplicaSets and Jobs that own them."""
+
+    client: Any  # noe_web.kube.client.KubeClient
+    namespace: str = ""
+
+    def _path(self, prefix: str, resource: str) -> str:
+        from urllib.parse import quote  # noqa: PLC0415
+
+        return (
+            f"{prefix}/namespaces/{quote(self.namespace, safe='')}/{resource}"
+            if self.namespace
+            else (f"{prefix}/{resource}")
+        )
+
+    def learned(self, namespace: str) -> tuple[LearnedPlatforms, tuple[str, ...]]:
+        """The ConfigMap ``noe-learned-platforms`` of noe's namespace; none (with a note) when unreadable."""
+        from urllib.parse import quote  # noqa: PLC0415
+
+        from noe_web.kube.errors import KubeError, NotFound  # noqa: PLC0415
+
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{CONFIGMAP}"
+        try:
+            found = self.client.call("GET", path)
+        except NotFound:
+            return LearnedPlatforms(), ()
+        except KubeError as exc:
+            return LearnedPlatforms(), (f"{namespace}/{CONFIGMAP} not read ({exc}): learned platforms not applied",)
+        data = found.get("data") if isinstance(found, Mapping) else None
+        return LearnedPlatforms(read_learned(data)), ()
+
+    def inventory(self) -> Inventory:
+        pods = [{**p, "kind": "Pod"} for p in self.client.list_objects(self._path("/api/v1", "pods"))]
+        owned_by = {
+            ref.get("kind")
+            for p in pods
+            for ref in (p.get("metadata") or {}).get("ownerReferences") or ()
+            if isinstance(ref, Mapping)
+        }
+        parents: list[Mapping[str, Any]] = []
+        if "ReplicaSet" in owned_by:
+            parents += (
+                {**o, "kind": "ReplicaSet"}
+                for o in self.client.list_objects(self._path("/apis/apps/v1", "replicasets"))
+            )
+        if "Job" in owned_by:
+            parents += ({**o, "kind": "Job"} for o in self.client.list_objects(self._path("/apis/batch/v1", "jobs")))
+        owners = Owners.from_objects(parents)
+        return Inventory(tuple(read_pod(pod, owners) for pod in pods), f"cluster {self.client.config.server}")
