@@ -7,7 +7,12 @@ later by the caller. :class:`EvictionLimiter` allows at most one eviction per
 image cannot make the controller evict the replacement pods of one
 ReplicaSet for ever. A pod patch is a JSON Patch whose first operation tests
 ``/metadata/resourceVersion``: the API answers a changed pod with 422 (failed
-test) or 409 (stale version), both raised as :class:`PodChanged`.
+test) or 409 (stale version), both raised as :class:`PodChanged`. A
+PolicyReport (``--policy-reports``) is created, or replaced at the
+resourceVersion it was read at (409 when someone changed it meanwhile). A
+placement policy's status (``observedGeneration``, the ``Accepted`` condition)
+is a merge patch of its status subresource, which leaves the rest of the
+status (a rollout's progress) as it is.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from noe_web.controller.metrics import ControllerMetrics
-from noe_web.events import EventRecorder, EventRequest, ObjectRef
-from noe_web.kube import Conflict, Invalid, KubeClient, KubeError, NotFound, TooManyRequests
+from noe_web.kube.client import KubeClient
+from noe_web.kube.errors import Conflict, Invalid, KubeError, NotFound, TooManyRequests
+from noe_web.kube.events import EventRecorder, EventRequest, ObjectRef
 
 log = logging.getLogger("noe.controller")
 
@@ -42,6 +48,18 @@ class NotLeader(Exception):
 
 def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+
+
+def policy_status_path(plural: str, namespace: str, name: str) -> str:
+    """The status subresource of a placement policy (``namespace`` empty for the cluster kind)."""
+    where = f"namespaces/{quote(namespace, safe='')}/" if namespace else ""
+    return f"/apis/arch.noe.adevinta.com/v1alpha1/{where}{plural}/{quote(name, safe='')}/status"
+
+
+def policy_reports_path(namespace: str, name: str = "") -> str:
+    """The PolicyReports of ``namespace`` (``name``: one of them)."""
+    path = f"/apis/wgpolicyk8s.io/v1alpha2/namespaces/{quote(namespace, safe='')}/policyreports"
+    return f"{path}/{quote(name, safe='')}" if name else path
 
 
 class EvictionLimiter:
@@ -144,4 +162,77 @@ class Actions:
             )
         except (Conflict, Invalid) as exc:
             raise PodChanged(str(exc)) from exc
+        return result
+
+    def put_policy_report(self, doc: dict[str, Any], resource_version: str | None) -> dict[str, Any] | None:
+        """Create ``doc`` (``resource_version`` ``None``) or replace the report read at that version.
+
+        Returns the stored object; ``None`` on a dry run (nothing written). Raises :class:`NotLeader`,
+        :class:`Conflict` when the report changed since it was read, :class:`KubeError` otherwise.
+        """
+        if not self.is_leader():
+            raise NotLeader("lost the leader lease")
+        meta = doc["metadata"]
+        if self.dry_run:
+            log.info(
+                "policy report (dry run: not written)",
+                extra={"fields": {"event": "policy_report", "namespace": meta["namespace"], "name": meta["name"]}},
+            )
+            return None
+        self.metrics.api_writes.labels("policyreport").inc()
+        if resource_version is None:
+            result: dict[str, Any] = self.kube.call("POST", policy_reports_path(meta["namespace"]), body=doc)
+        else:
+            body = {**doc, "metadata": {**meta, "resourceVersion": resource_version}}
+            result = self.kube.call("PUT", policy_reports_path(meta["namespace"], meta["name"]), body=body)
+        return result
+
+    def policy_status(self, plural: str, namespace: str, name: str, status: dict[str, Any]) -> bool:
+        """Write a placement policy's ``status`` (merge patch of the status subresource); ``False`` on a dry run.
+
+        Raises :class:`NotLeader`, :class:`NotFound` (deleted meanwhile) or :class:`KubeError`.
+        """
+        if not self.is_leader():
+            raise NotLeader("lost the leader lease")
+        if self.dry_run:
+            log.info(
+                "placement policy status (dry run: not written)",
+                extra={"fields": {"event": "policy_status", "policy": f"{plural}/{namespace}/{name}"}},
+            )
+            return False
+        self.metrics.api_writes.labels("status").inc()
+        self.kube.call(
+            "PATCH",
+            policy_status_path(plural, namespace, name),
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+        return True
+
+    def put_configmap(
+        self, namespace: str, name: str, data: dict[str, str], resource_version: str | None
+    ) -> dict[str, Any] | None:
+        """Create the ConfigMap (``resource_version`` ``None``) or replace the one read at that version.
+
+        Returns the stored object; ``None`` on a dry run. Raises :class:`NotLeader`, :class:`Conflict`
+        (changed since it was read, or created meanwhile) or :class:`KubeError`.
+        """
+        if not self.is_leader():
+            raise NotLeader("lost the leader lease")
+        if self.dry_run:
+            log.info(
+                "configmap (dry run: not written)",
+                extra={"fields": {"event": "configmap", "namespace": namespace, "name": name}},
+            )
+            return None
+        self.metrics.api_writes.labels("configmap").inc()
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps"
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        doc: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+        if resource_version is None:
+            meta["labels"] = {"app.kubernetes.io/name": "noe", "app.kubernetes.io/component": "controller"}
+            result: dict[str, Any] = self.kube.call("POST", path, body=doc)
+        else:
+            meta["resourceVersion"] = resource_version
+            result = self.kube.call("PUT", f"{path}/{quote(name, safe='')}", body=doc)
         return result

@@ -18,17 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noe_core.cli.flags import add_flags, require
+from noe_core.cli.parser import add_flags, require
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
 from noe_core.settings import PolicySettings
-from noe_web.controller.flags import CONTROLLER_FLAGS, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
-from noe_web.flags import IMAGE_PLATFORMS, KUBECONFIG
+from noe_web.commands.flags import IMAGE_PLATFORMS, KUBECONFIG
+from noe_web.controller.flags import (
+    CONTROLLER_CACHE_FLAGS,
+    CONTROLLER_FLAGS,
+    LEASE_DURATION,
+    POLICY_REPORT_INTERVAL,
+    RENEW_DEADLINE,
+    RETRY_PERIOD,
+)
 
 log = logging.getLogger("noe.controller")
 
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 JITTER = 1.2
+MIN_POLICY_REPORT_INTERVAL = 1.0
+DEFAULT_POLICY_REPORT_TARGET = "arm64"
 
 
 def add_controller_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,6 +50,7 @@ def add_controller_parser(subparsers: argparse._SubParsersAction[argparse.Argume
         "errors and place pods the webhook gated. Every flag is also a NOE_* variable.",
     )
     add_flags(parser.add_argument_group("controller"), CONTROLLER_FLAGS)
+    add_flags(parser.add_argument_group("cache shared with noe serve"), CONTROLLER_CACHE_FLAGS)
     add_policy_arguments(parser)
     add_registry_arguments(parser)
     parser.set_defaults(run=run_controller)
@@ -72,8 +82,14 @@ class ControllerConfig:
     dry_run: bool
     metrics_addr: tuple[str, int] | None
     pull_secret_cache_ttl: float
+    pull_secrets_hint: str
     lookup_timeout: float
     log_level: str
+    policy_reports: bool = False
+    policy_report_target: str = DEFAULT_POLICY_REPORT_TARGET
+    policy_report_interval: float = 60.0
+    shared_cache: Any = None  # noe_web.commands.cache.SharedCacheConfig | None
+    noe_namespace: str = "default"
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> ControllerConfig:
@@ -92,9 +108,24 @@ class ControllerConfig:
         platforms = require(ns, IMAGE_PLATFORMS)
         if platforms is not None:
             StaticPlatforms.load(platforms)
+        if ns.policy_report_interval < MIN_POLICY_REPORT_INTERVAL:
+            raise InvalidSettings(
+                f"{POLICY_REPORT_INTERVAL.name} {ns.policy_report_interval:g}s is too short: "
+                f"at least {MIN_POLICY_REPORT_INTERVAL:g}s"
+            )
+        policy = policy_settings_from_args(ns)
+        target = ns.target or DEFAULT_POLICY_REPORT_TARGET
+        if ns.policy_reports and policy.schedulable_archs and target not in policy.schedulable_archs:
+            raise InvalidSettings(
+                f"--target {target} is not among --cluster-schedulable-archs "
+                f"({', '.join(sorted(policy.schedulable_archs))}): the PolicyReports would judge nothing there"
+            )
+        from noe_web.commands.cache import sized  # noqa: PLC0415
+        from noe_web.commands.shared_cache import shared_cache_config  # noqa: PLC0415
+
         return cls(
-            policy=policy_settings_from_args(ns),
-            registry=registry_settings_from_args(ns),
+            policy=policy,
+            registry=sized(registry_settings_from_args(ns), ns),
             node_keychain=node_keychain_from_args(ns),
             kubeconfig=require(ns, KUBECONFIG),
             image_platforms=platforms,
@@ -109,8 +140,14 @@ class ControllerConfig:
             dry_run=ns.dry_run,
             metrics_addr=ns.metrics_addr,
             pull_secret_cache_ttl=ns.pull_secret_cache_ttl,
+            pull_secrets_hint=ns.pull_secrets_hint,
             lookup_timeout=ns.lookup_timeout,
             log_level=ns.log_level,
+            policy_reports=ns.policy_reports,
+            policy_report_target=target,
+            policy_report_interval=ns.policy_report_interval,
+            shared_cache=shared_cache_config(ns),
+            noe_namespace=ns.noe_namespace or own_namespace(),
         )
 
 
@@ -124,8 +161,20 @@ class Running:
     health: Any
     kube: Any
     pool: Any
+    reporter: Any = None
+    policies: Any = None
+    statuses: Any = None
+    rollouts: Any = None
 
     def stop(self) -> None:
+        if self.rollouts is not None:
+            self.rollouts.stop()
+        if self.reporter is not None:
+            self.reporter.stop()
+        if self.statuses is not None:
+            self.statuses.stop()
+        if self.policies is not None:
+            self.policies.stop()
         self.controller.stop()
         if self.elector is not None:
             self.elector.stop(release=True)
@@ -141,37 +190,58 @@ def start(config: ControllerConfig, api: Any) -> Running:
     import concurrent.futures  # noqa: PLC0415
 
     from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
+    from noe_core.registry.lookup_service import LookupService  # noqa: PLC0415
     from noe_core.registry.resolver import Resolver  # noqa: PLC0415
     from noe_core.registry.transport import make_session  # noqa: PLC0415
     from noe_web.controller.actions import Actions, EvictionLimiter  # noqa: PLC0415
     from noe_web.controller.gates import GateFinisher  # noqa: PLC0415
     from noe_web.controller.leader import LeaderElector, LeaseSettings  # noqa: PLC0415
-    from noe_web.controller.lookups import PodLookups  # noqa: PLC0415
+    from noe_web.controller.learning import Learning  # noqa: PLC0415
     from noe_web.controller.metrics import ControllerMetrics, HealthServer  # noqa: PLC0415
-    from noe_web.controller.reconciler import Controller  # noqa: PLC0415
-    from noe_web.events import EventRecorder  # noqa: PLC0415
-    from noe_web.kube import KubeClient  # noqa: PLC0415
+    from noe_web.controller.policy_reports import PolicyReporter  # noqa: PLC0415
+    from noe_web.controller.policy_status import PolicyStatusWriter  # noqa: PLC0415
+    from noe_web.controller.reconciler import Controller, ControllerSettings  # noqa: PLC0415
+    from noe_web.controller.rollouts import Rollouts  # noqa: PLC0415
+    from noe_web.kube.client import KubeClient  # noqa: PLC0415
+    from noe_web.kube.events import EventRecorder  # noqa: PLC0415
+    from noe_web.kube.policy_watch import PolicyWatch  # noqa: PLC0415
+    from noe_web.kube.pull_secrets import KubePullSecrets  # noqa: PLC0415
 
     metrics = ControllerMetrics()
     kube = KubeClient(api, secret_cache_ttl=config.pull_secret_cache_ttl, timeout=10.0)
+    from noe_web.commands.shared_cache import open_shared  # noqa: PLC0415
+
     resolver = Resolver(
         make_session(config.registry),
         settings=config.registry,
         keychain=config.node_keychain,
         observer=metrics.registry_metrics,
+        shared=open_shared(config.shared_cache, config.registry, observer=metrics.registry_metrics),
     )
     static = StaticPlatforms.load(config.image_platforms) if config.image_platforms else None
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="noe-lookup")
-    lookups = PodLookups(static, resolver, kube, pool, timeout=config.lookup_timeout)
+    # The webhook's rule: warm answers cost no request of any kind; Secrets only for what needs the registry.
+    secrets = KubePullSecrets(kube, pool, forbidden_hint=config.pull_secrets_hint)
+    lookups = LookupService(static, resolver, secrets, executor=pool)
     events = EventRecorder(
         kube,
         on_written=lambda outcome: metrics.registry_metrics.events.labels(outcome).inc(),
         on_drop=lambda reason: metrics.registry_metrics.events.labels("dropped").inc(),
     )
     holder: dict[str, Any] = {}
+    # the placement policies, as the webhook watches them: gated pods are placed with their merged settings,
+    # and the leader writes each policy's status
+    policies = PolicyWatch(
+        KubeClient(api, secret_cache_size=0, timeout=10.0),
+        on_restart=lambda resource, reason: metrics.watch_restarts.labels(resource, reason).inc(),
+        on_policy_change=lambda: holder["statuses"].changed() if "statuses" in holder else None,
+    )
 
     def started() -> None:
+        holder["statuses"].changed()
         holder["controller"].started_leading()
+        if holder.get("reporter") is not None:
+            holder["reporter"].started_leading()
 
     def stopped() -> None:
         holder["controller"].stopped_leading()
@@ -194,27 +264,72 @@ def start(config: ControllerConfig, api: Any) -> Running:
     actions = Actions(
         kube, events, metrics, EvictionLimiter(config.eviction_backoff), is_leader, dry_run=config.dry_run
     )
-    gates = GateFinisher(kube, lookups, config.policy, actions, metrics, gate_timeout=config.gate_timeout)
-    controller = Controller(kube, lookups=lookups, actions=actions, gates=gates, metrics=metrics)
+    timeout = config.lookup_timeout
+    gates = GateFinisher(
+        kube,
+        lookups,
+        config.policy,
+        actions,
+        metrics,
+        gate_timeout=config.gate_timeout,
+        lookup_timeout=timeout,
+        policies=policies,
+    )
+    rollouts = Rollouts(policies, actions, metrics, config.policy)
+    learning = Learning(kube, actions, config.noe_namespace)
+    controller = Controller(
+        kube,
+        lookups=lookups,
+        actions=actions,
+        gates=gates,
+        metrics=metrics,
+        lookup_timeout=timeout,
+        settings=ControllerSettings(
+            keep_requests=config.policy_reports, x86_64_levels=config.policy.x86_64_levels == "nfd"
+        ),
+        policies=policies,
+        policy=config.policy,
+        rollouts=rollouts,
+        learning=learning,
+    )
     holder["controller"] = controller
+    statuses = PolicyStatusWriter(policies, actions, metrics)
+    holder["statuses"] = statuses
+    reporter = None
+    if config.policy_reports:
+        reporter = PolicyReporter(
+            controller.pods,
+            lookups,
+            actions,
+            config.policy,
+            target=config.policy_report_target,
+            interval=config.policy_report_interval,
+            lookup_timeout=config.lookup_timeout,
+        )
+        holder["reporter"] = reporter
     health = None
     if config.metrics_addr is not None:
         health = HealthServer(config.metrics_addr[0], config.metrics_addr[1], metrics.registry, controller.ready)
         health.start()
     events.start()
+    policies.start()
+    statuses.start()
+    rollouts.start()
     controller.start()
+    if reporter is not None:
+        reporter.start()
     if elector is not None:
         elector.start()
     else:
-        controller.started_leading()
-    return Running(controller, elector, events, health, kube, pool)
+        started()
+    return Running(controller, elector, events, health, kube, pool, reporter, policies, statuses, rollouts)
 
 
 def run_controller(ns: argparse.Namespace) -> int:
-    from noe_web.kube import build_ssl_context, discover  # noqa: PLC0415
-    from noe_web.serve import configure_logging  # noqa: PLC0415
+    from noe_web.kube.config import build_ssl_context, discover  # noqa: PLC0415
+    from noe_web.logs import configure_logging  # noqa: PLC0415
 
-    configure_logging(ns.log_level)
+    configure_logging(ns.log_level, ns.log_format)
     try:
         config = ControllerConfig.from_args(ns)
         api = discover(config.kubeconfig)
@@ -244,6 +359,7 @@ def run_controller(ns: argparse.Namespace) -> int:
                 "gate_timeout": config.gate_timeout,
                 "eviction_backoff": config.eviction_backoff,
                 "metrics_port": running.health.port if running.health is not None else None,
+                "policy_reports": config.policy_report_target if config.policy_reports else None,
                 "holder": running.elector.holder if running.elector is not None else None,
             },
             default=str,

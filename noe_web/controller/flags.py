@@ -1,7 +1,7 @@
 """The flags of ``noe controller`` that ``noe serve`` does not have, declared once (see noe_core.cli.flags).
 
 The policy and registry flags, ``--kubeconfig``, ``--image-platforms``,
-``--pull-secret-cache-ttl``, ``--metrics-addr``, ``--log-level`` and
+``--pull-secret-cache-ttl``, ``--pull-secrets-hint``, ``--metrics-addr``, ``--log-level``, ``--log-format`` and
 ``--lookup-timeout`` are the very declarations ``noe serve`` and ``noe mutate``
 use, so both processes read the same names, variables and defaults.
 Durations read as Go durations (``15s``, ``1h``), as client-go's flags do.
@@ -9,9 +9,23 @@ Durations read as Go durations (``15s``, ``1h``), as client-go's flags do.
 
 from __future__ import annotations
 
-from noe_core.cli.flags import LOOKUP_TIMEOUT, Flag
+from noe_core.cli.flags import LOOKUP_TIMEOUT
+from noe_core.cli.parser import Flag
 from noe_core.cli.values import Boolean, DnsName, Duration
-from noe_web.flags import IMAGE_PLATFORMS, KUBECONFIG, LOG_LEVEL_FLAG, METRICS_ADDR, PULL_SECRET_CACHE_TTL
+from noe_web.commands.flags import (
+    IMAGE_PLATFORMS,
+    KUBECONFIG,
+    LOG_FORMAT,
+    LOG_LEVEL_FLAG,
+    MAX_CACHED_IMAGES,
+    MAX_CACHED_TAGS,
+    METRICS_ADDR,
+    NOE_NAMESPACE,
+    PULL_SECRET_CACHE_TTL,
+    PULL_SECRETS_HINT,
+    SHARED_CACHE_FLAGS,
+    TARGET,
+)
 
 LEADER_ELECT = Flag(
     "--leader-elect",
@@ -58,8 +72,23 @@ DRY_RUN = Flag(
     "--dry-run", Boolean(), action="switch", help="evict and patch nothing: log and write Events for what would be done"
 )
 
+POLICY_REPORTS = Flag(
+    "--policy-reports",
+    Boolean(),
+    action="switch",
+    help="keep a wgpolicyk8s.io/v1alpha2 PolicyReport per namespace up to date (noe report -o policyreport's): "
+    "one result per workload, pass / fail / error on --target; written only when a result changes",
+)
+POLICY_REPORT_INTERVAL = Flag(
+    "--policy-report-interval",
+    Duration(),
+    default="1m",
+    help="at most one PolicyReport pass (and its writes) per this interval; at least 1s",
+)
+
 CONTROLLER_FLAGS = (
     KUBECONFIG,
+    NOE_NAMESPACE,
     LEADER_ELECT,
     LEADER_ELECTION_NAMESPACE,
     LEADER_ELECTION_ID,
@@ -72,6 +101,14 @@ CONTROLLER_FLAGS = (
     METRICS_ADDR,
     IMAGE_PLATFORMS,
     PULL_SECRET_CACHE_TTL,
+    PULL_SECRETS_HINT,
     LOOKUP_TIMEOUT,
     LOG_LEVEL_FLAG,
+    LOG_FORMAT,
+    POLICY_REPORTS,
+    POLICY_REPORT_INTERVAL,
+    TARGET,
 )
+
+CONTROLLER_CACHE_FLAGS = (*SHARED_CACHE_FLAGS, MAX_CACHED_IMAGES, MAX_CACHED_TAGS)
+"""``--cache-url`` and its bounds, as ``noe serve`` reads them: the controller shares the webhook's answers."""

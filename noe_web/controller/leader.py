@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from noe_web.kube import KubeClient, KubeError, NotFound
+from noe_web.kube.client import KubeClient
+from noe_web.kube.errors import KubeError, NotFound
 
 log = logging.getLogger("noe.controller.leader")
 

@@ -65,10 +65,34 @@ class ControllerMetrics:
             ["resource", "reason"],
             registry=r,
         )
+        self.placement_policies = Gauge(
+            "noe_controller_placement_policies",
+            "Placement policies in the cluster, by state (accepted: applied; invalid: ignored whole).",
+            ["state"],
+            registry=r,
+        )
         self.api_writes = Counter(
             "noe_controller_api_writes_total",
-            "Writes sent to the Kubernetes API, by verb (evict, patch, event).",
+            "Writes sent to the Kubernetes API, by verb (evict, patch, event, policyreport, status).",
             ["verb"],
+            registry=r,
+        )
+        self.rollbacks = Counter(
+            "noe_controller_rollout_rollbacks_total",
+            "Workloads whose rollout the leader rolled back, by reason (ExecFormatError, CohortFailing).",
+            ["reason"],
+            registry=r,
+        )
+        self.rollout_pods = Gauge(
+            "noe_controller_rollout_pods",
+            "Pods of each placement policy's rollout, by group (cohort, control) and state (placed, failing).",
+            ["policy", "group", "state"],
+            registry=r,
+        )
+        self.rollout_evictions = Counter(
+            "noe_controller_rollout_evictions_total",
+            "Evictions of rolled-back workloads' cohort pods, by outcome (evicted, refused_by_budget, dry_run, …).",
+            ["outcome"],
             registry=r,
         )
         for action in MISPLACED_ACTIONS:
@@ -77,6 +101,10 @@ class ControllerMetrics:
             self.gate_outcomes.labels(outcome)
         for source in ("status", "previous_log"):
             self.exec_format_errors.labels(source)
+        for state in ("accepted", "invalid"):
+            self.placement_policies.labels(state)
+        for reason in ("ExecFormatError", "CohortFailing"):
+            self.rollbacks.labels(reason)
 
 
 class HealthServer:

@@ -2,9 +2,11 @@
 
 A watch cache of a large cluster must not hold every pod's full spec and
 status: :func:`slim_pod` keeps the fields the controller reads (name, owner,
-images, pull secrets, node, gates, readiness, container states with their
-messages cut short) and :func:`slim_node` keeps a node's name, architecture
-and OS. Gated pods are read again in full before the controller edits them.
+the ``pod-template-hash`` label that names a Deployment, images, pull secrets,
+node, gates, phase, readiness, container states with their messages cut
+short; every label of a rollout's pod; with ``keep_requests``, what the PolicyReports need to count requests)
+and :func:`slim_node` keeps a node's name, architecture and OS. Gated pods are
+read again in full before the controller edits them.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from noe_core.gate import SCHEDULING_GATE, gates_of
+from noe_core.node_platform import OS_LABEL, NodePlatform
+from noe_core.owners import POD_TEMPLATE_HASH
+from noe_core.platform import normalize_architecture, normalize_os
+from noe_core.policies.rollout import ROLLOUT_LABEL
+from noe_core.scheduling import ARCH_LABEL
 
 EXEC_FORMAT_ERROR = "exec format error"
 MAX_MESSAGE = 512
-ARCH_LABEL = "kubernetes.io/arch"
-OS_LABEL = "kubernetes.io/os"
 
 
 def _short(value: Any) -> str:
@@ -38,17 +43,27 @@ def _state(state: Any) -> dict[str, Any]:
     return out
 
 
-def _containers(spec: Mapping[str, Any], key: str) -> list[dict[str, str]]:
+def _containers(spec: Mapping[str, Any], key: str, keep_requests: bool = False) -> list[dict[str, Any]]:
     items = spec.get(key)
     if not isinstance(items, list):
         return []
-    return [
-        {"name": str(c.get("name") or ""), "image": str(c.get("image") or "")} for c in items if isinstance(c, Mapping)
-    ]
+    out: list[dict[str, Any]] = []
+    for c in items:
+        if not isinstance(c, Mapping):
+            continue
+        kept: dict[str, Any] = {"name": str(c.get("name") or ""), "image": str(c.get("image") or "")}
+        if keep_requests:
+            kept.update((k, c[k]) for k in ("resources", "restartPolicy") if k in c)
+        out.append(kept)
+    return out
 
 
-def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a Pod the controller reads, in the Pod's own shape (so ``read_workload`` takes it)."""
+def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, Any]:
+    """The fields of a Pod the controller reads, in the Pod's own shape (so ``read_workload`` takes it).
+
+    ``keep_requests`` also keeps the containers' resources, sidecar restart policies and the
+    pod's overhead and resources: what :func:`noe_core.resources.pod_requests` reads.
+    """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
@@ -63,10 +78,21 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     }
     if owners:
         out_meta["ownerReferences"] = owners
-    out_spec: dict[str, Any] = {"containers": _containers(spec, "containers")}
-    if init := _containers(spec, "initContainers"):
+    labels = meta.get("labels")
+    if isinstance(labels, Mapping) and isinstance(labels.get(ROLLOUT_LABEL), str):
+        # a rollout's pod: every label, so its placement policies can be matched again
+        out_meta["labels"] = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+    elif isinstance(labels, Mapping) and isinstance(labels.get(POD_TEMPLATE_HASH), str):
+        out_meta["labels"] = {POD_TEMPLATE_HASH: labels[POD_TEMPLATE_HASH]}
+    out_spec: dict[str, Any] = {"containers": _containers(spec, "containers", keep_requests)}
+    if init := _containers(spec, "initContainers", keep_requests):
         out_spec["initContainers"] = init
-    for key in ("nodeName", "imagePullSecrets", "schedulingGates"):
+    for key in (
+        "nodeName",
+        "imagePullSecrets",
+        "schedulingGates",
+        *(("overhead", "resources") if keep_requests else ()),
+    ):
         if spec.get(key):
             out_spec[key] = spec[key]
     conditions = [
@@ -88,7 +114,12 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
                         "lastState": _state(cs.get("lastState")),
                     }
                 )
-    return {"metadata": out_meta, "spec": out_spec, "status": {"conditions": conditions, "containerStatuses": statuses}}
+    out_status: dict[str, Any] = {"conditions": conditions, "containerStatuses": statuses}
+    if isinstance(status.get("phase"), str):
+        out_status["phase"] = status["phase"]
+    if isinstance(status.get("startTime"), str):
+        out_status["startTime"] = status["startTime"]
+    return {"metadata": out_meta, "spec": out_spec, "status": out_status}
 
 
 def slim_node(node: dict[str, Any]) -> dict[str, Any]:
@@ -97,11 +128,23 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     assert isinstance(labels, Mapping)
     info = (node.get("status") or {}).get("nodeInfo") or {}
+    platform = NodePlatform.from_labels({str(k): str(v) for k, v in labels.items()})
     return {
         "metadata": {"name": meta.get("name", "")},
         "arch": str(labels.get(ARCH_LABEL) or info.get("architecture") or ""),
         "os": str(labels.get(OS_LABEL) or info.get("operatingSystem") or ""),
+        "build": platform.windows_build,
+        "level": platform.level,
     }
+
+
+def node_platform(node: Mapping[str, Any]) -> NodePlatform:
+    """The platform of a node as :func:`slim_node` keeps it (what the misplaced-pod test reads)."""
+    arch, _ = normalize_architecture(str(node.get("arch", "")))
+    level = node.get("level", 1)
+    return NodePlatform(
+        normalize_os(str(node.get("os", ""))), arch, str(node.get("build", "")), level if isinstance(level, int) else 1
+    )
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:

@@ -10,7 +10,8 @@ For each pod that changed (and every pod when this process becomes leader):
   architecture;
 * a pod bound to a node whose architecture or OS is not offered by every image
   that could be inspected (:func:`noe_core.compatibility.unsupported_images`,
-  the policy's own reading of the platforms) is *misplaced*.
+  the policy's own reading of the platforms, with the platforms the pod's
+  placement policies declare, as the webhook read them) is *misplaced*.
 
 A misplaced or exec-format-failing pod that is not Ready and is owned by a
 controller other than a DaemonSet is evicted (:class:`~.actions.Actions`: one
@@ -25,6 +26,7 @@ an unchanged cluster costs nothing beyond the two watches.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 import time
@@ -33,12 +35,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from noe_core.compatibility import unsupported_images
+from noe_core.deadline import Deadline
 from noe_core.errors import InvalidObject
+from noe_core.object_meta import read_object_meta
+from noe_core.policies.merge import PolicySource
+from noe_core.registry.lookup_service import LookupService
+from noe_core.settings import PolicySettings
 from noe_core.workload import POD, read_workload
 from noe_web.controller.actions import Actions, EvictionKey, EvictOutcome, pod_path
 from noe_web.controller.gates import GateFinisher, created_at
-from noe_web.controller.informer import Informer, Key
-from noe_web.controller.lookups import PodLookups
+from noe_web.controller.learning import Learning
 from noe_web.controller.metrics import ControllerMetrics
 from noe_web.controller.podview import (
     EXEC_FORMAT_ERROR,
@@ -46,12 +52,16 @@ from noe_web.controller.podview import (
     containers,
     is_gated,
     is_ready,
+    node_platform,
     slim_node,
     slim_pod,
 )
+from noe_web.controller.rollouts import Rollouts
 from noe_web.controller.workqueue import WorkQueue
-from noe_web.events import WARNING, ObjectRef, controller_owner, object_ref
-from noe_web.kube import KubeClient, KubeError
+from noe_web.kube.client import KubeClient
+from noe_web.kube.errors import KubeError
+from noe_web.kube.events import WARNING, ObjectRef, controller_ref, object_ref
+from noe_web.kube.informer import Informer, Key
 
 log = logging.getLogger("noe.controller")
 
@@ -87,6 +97,10 @@ class ControllerSettings:
     workers: int = 4
     page_size: int = 500
     watch_seconds: int = 300
+    keep_requests: bool = False
+    """Keep the pods' requests in the cache (the PolicyReports count them)."""
+    x86_64_levels: bool = False
+    """``--x86-64-levels nfd``: an image's amd64 level must be at most its node's (rule 16)."""
 
 
 class Controller:
@@ -94,19 +108,27 @@ class Controller:
         self,
         kube: KubeClient,
         *,
-        lookups: PodLookups,
+        lookups: LookupService,
         actions: Actions,
         gates: GateFinisher,
         metrics: ControllerMetrics,
         settings: ControllerSettings | None = None,
+        lookup_timeout: float = 10.0,
+        policies: PolicySource | None = None,
+        policy: PolicySettings | None = None,
+        rollouts: Rollouts | None = None,
+        learning: Learning | None = None,
     ) -> None:
         self.kube, self.lookups, self.actions, self.gates, self.metrics = kube, lookups, actions, gates, metrics
+        self.rollouts, self.learning = rollouts, learning
+        self.policies, self.policy = policies, policy or PolicySettings()
+        self.lookup_timeout = lookup_timeout
         self.settings = settings or ControllerSettings()
         s = self.settings
         self.pods = Informer(
             kube,
             "/api/v1/pods",
-            slim=slim_pod,
+            slim=functools.partial(slim_pod, keep_requests=s.keep_requests),
             on_change=self._pod_changed,
             on_restart=lambda reason: metrics.watch_restarts.labels("pods", reason).inc(),
             page_size=s.page_size,
@@ -152,7 +174,8 @@ class Controller:
             thread.join(5)
 
     def ready(self) -> bool:
-        return self.pods.synced.is_set() and self.nodes.synced.is_set()
+        policies_listed = bool(getattr(self.policies, "ready", True))
+        return self.pods.synced.is_set() and self.nodes.synced.is_set() and policies_listed
 
     def started_leading(self) -> None:
         """Examine every pod: what happened while another process (or none) led is unknown here."""
@@ -161,6 +184,8 @@ class Controller:
 
     def stopped_leading(self) -> None:
         self.metrics.leader.set(0)
+        if self.rollouts is not None:
+            self.rollouts.primed.clear()
 
     def _enqueue_all(self) -> None:
         self.pods.synced.wait()
@@ -174,6 +199,8 @@ class Controller:
                 break
         else:
             return
+        if self.rollouts is not None:
+            self.rollouts.primed.set()
         self.reconciles += 1
         log.info(
             "full reconcile done",
@@ -190,13 +217,15 @@ class Controller:
 
     # --- cache events ----------------------------------------------------------------------------
     def _pod_changed(self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None and self.rollouts is not None:
+            self.rollouts.forget(key)
         if new is not None and self.actions.is_leader():
             self.queue.add(key)
 
     def _node_changed(self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None or not self.actions.is_leader() or not self.pods.synced.is_set():
             return
-        if old is not None and (old["arch"], old["os"]) == (new["arch"], new["os"]):
+        if old is not None and node_platform(old) == node_platform(new):
             return
         name = new["metadata"]["name"]
         for pod in self.pods.values():
@@ -248,15 +277,23 @@ class Controller:
         node_name = pod["spec"].get("nodeName")
         node = self.nodes.get(("", node_name)) if node_name else None
         if node is None:
+            if self.rollouts is not None:
+                self.rollouts.observe(key, pod)
             return None
         ready = is_ready(pod)
-        owner = controller_owner(pod, namespace)
-        target = object_ref(pod, kind=POD, namespace=namespace)
-        uid = pod["metadata"].get("uid", "")
+        try:
+            meta = read_object_meta(pod)
+        except InvalidObject:
+            return None
+        owner = controller_ref(meta, namespace)
+        target = object_ref(meta, kind=POD, namespace=namespace)
+        uid = meta.uid
+        failing = []
         for container in containers(pod):
             source = self._exec_format_source(pod, container)
             if source is None:
                 continue
+            failing.append(container)
             if self._said.first((uid, REASON_EXEC_FORMAT, container.name)):
                 self.metrics.exec_format_errors.labels(source).inc()
                 self.actions.event(
@@ -266,7 +303,12 @@ class Controller:
                     f"container {container.name} (image {container.image}) cannot run on node "
                     f"{node_name} ({node['os']}/{node['arch']}): {EXEC_FORMAT_ERROR}",
                 )
-            if not ready and owner is not None and owner.kind != DAEMON_SET:
+                if self.learning is not None:  # the digest does not run on this architecture, whatever it claims
+                    self.learning.record(container.image_id, node["arch"], f"{namespace}/{name}")
+        # a rollout's cohort pod is left to the rollback, which evicts one of its workload's pods at a time
+        in_rollout = self.rollouts is not None and self.rollouts.observe(key, pod, exec_format_error=bool(failing))
+        for container in failing:
+            if not ready and owner is not None and owner.kind != DAEMON_SET and not in_rollout:
                 # the same key as a misplaced pod's: the digest alone (imageID is "[scheme://]repo@sha256:…")
                 digest = container.image_id.rsplit("@", 1)[-1] if "@" in container.image_id else container.image
                 return self._evict(
@@ -277,13 +319,22 @@ class Controller:
                     target,
                 )
         try:
-            workload = read_workload(pod, POD)
+            workload = read_workload(pod, POD, meta=meta)
         except InvalidObject:
             return None
         if not workload.images:
             return None
-        lookups, _ = self.lookups.lookups(workload.images, namespace, workload.pull_secrets)
-        bad = unsupported_images(workload.images, lookups, arch=node["arch"], os=node["os"])
+        deadline = Deadline.after(self.lookup_timeout)
+        secrets = {namespace: workload.pull_secrets}
+        declared = (
+            self.policies.settings_for(self.policy, namespace=namespace, pod_labels=workload.labels).declared
+            if self.policies is not None
+            else None
+        )
+        lookups = self.lookups.lookup(
+            workload.images, deadline=deadline, pull_secrets=secrets, declared_by_policies=declared
+        ).lookups
+        bad = unsupported_images(workload.images, lookups, node=node_platform(node), levels=self.settings.x86_64_levels)
         if not bad:
             return None
         what = "; ".join(f"{b.image} offers {', '.join(b.offered)}" for b in bad)
