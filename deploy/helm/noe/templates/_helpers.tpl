@@ -38,13 +38,15 @@ app.kubernetes.io/part-of: noe
 Standard metadata of one object: name, namespace (when namespaced), the common
 labels plus the object's own `labels`/`annotations` value.
 Call with (dict "ctx" $ "name" NAME "component" COMPONENT "key" VALUES-KEY "namespaced" BOOL "annotations" EXTRA
-"labels" EXTRA).
+"labels" EXTRA "namespace" NS); "namespace" puts a namespaced object in another namespace than the release's.
 */}}
 {{- define "noe.metadata" -}}
 {{- $ctx := .ctx -}}
 {{- $own := index $ctx.Values .key | default dict -}}
 name: {{ .name }}
-{{- if .namespaced }}
+{{- if .namespace }}
+namespace: {{ .namespace }}
+{{- else if .namespaced }}
 namespace: {{ $ctx.Release.Namespace }}
 {{- end }}
 labels:
@@ -156,8 +158,86 @@ Returns YAML: replicas, pdb (bool), minAvailable / maxUnavailable (one), spread 
 {{- end -}}
 {{- end -}}
 
+{{/*
+Reading pods' imagePullSecrets (webhook.pullSecrets): "cluster" (a ClusterRole rule), "namespaces"
+(a Role and RoleBinding in each listed namespace) or "none".
+*/}}
+{{- define "noe.pullSecretsScope" -}}
+{{- if not .Values.webhook.pullSecrets.enabled -}}none
+{{- else if .Values.webhook.pullSecrets.namespaces -}}namespaces
+{{- else -}}cluster
+{{- end -}}
+{{- end -}}
+
+{{/* --pull-secrets-hint: the warning a pod gets when noe may not read its imagePullSecret (at most 120 characters). */}}
+{{- define "noe.pullSecretsHint" -}}
+{{- $scope := include "noe.pullSecretsScope" . -}}
+{{- if eq $scope "namespaces" -}}
+noe reads imagePullSecrets only in the namespaces of the Helm value webhook.pullSecrets.namespaces
+{{- else if eq $scope "none" -}}
+noe may read no imagePullSecret: the Helm value webhook.pullSecrets.enabled grants it
+{{- end -}}
+{{- end -}}
+
+{{/*
+`get secrets` for one ServiceAccount in each namespace of webhook.pullSecrets.namespaces: a Role and its
+RoleBinding there, nothing cluster-wide. Call with (dict "ctx" $ "name" NAME "component" COMPONENT).
+*/}}
+{{- define "noe.pullSecretRoles" -}}
+{{- $ctx := .ctx -}}
+{{- range $ns := $ctx.Values.webhook.pullSecrets.namespaces }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  {{- include "noe.metadata" (dict "ctx" $ctx "name" (printf "%s-pull-secrets" $.name) "component" $.component "key" "role" "namespace" $ns) | nindent 2 }}
+rules:
+  - apiGroups: [""]
+    resources: ["secrets"]
+    verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  {{- include "noe.metadata" (dict "ctx" $ctx "name" (printf "%s-pull-secrets" $.name) "component" $.component "key" "rolebinding" "namespace" $ns) | nindent 2 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ printf "%s-pull-secrets" $.name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $.serviceAccount }}
+    namespace: {{ $ctx.Release.Namespace }}
+{{- end }}
+{{- end -}}
+
 {{- define "noe.serviceName" -}}{{ include "noe.fullname" . }}{{- end -}}
-{{- define "noe.tlsSecretName" -}}{{ include "noe.fullname" . }}-tls{{- end -}}
+{{- define "noe.tlsSecretName" -}}{{ .Values.tls.existingSecret | default (printf "%s-tls" (include "noe.fullname" .)) }}{{- end -}}
+
+{{/*
+Where the serving certificate comes from, the first that applies: "existing" (tls.existingSecret, with
+tls.caBundle), "cert-manager" (certManager.enabled: certManager.issuerRef or the chart's own CA) or
+"noe-certs" (the hook Job). Refuses a half-given own certificate.
+*/}}
+{{- define "noe.certMode" -}}
+{{- $tls := .Values.tls -}}
+{{- if and $tls.existingSecret (not $tls.caBundle) -}}
+{{- fail "tls.caBundle: set it to the base64 PEM of the CA that signed tls.existingSecret's certificate (base64 -w0 ca.crt): the API server must trust it" -}}
+{{- end -}}
+{{- if and $tls.caBundle (not $tls.existingSecret) -}}
+{{- fail "tls.existingSecret: name the kubernetes.io/tls Secret that tls.caBundle's CA signed (or leave tls.caBundle empty)" -}}
+{{- end -}}
+{{- if $tls.existingSecret -}}
+{{- if not (hasPrefix "-----BEGIN CERTIFICATE-----" (b64dec $tls.caBundle | trim)) -}}
+{{- fail "tls.caBundle: not the base64 of a PEM certificate (-----BEGIN CERTIFICATE-----...); encode it with base64 -w0 ca.crt" -}}
+{{- end -}}
+existing
+{{- else if .Values.certManager.enabled -}}
+cert-manager
+{{- else -}}
+noe-certs
+{{- end -}}
+{{- end -}}
 {{/* The webhook's own name in the configuration (the API server's metrics label it so). Noe's name. */}}
 {{- define "noe.webhookEntryName" -}}arch.noe.adevinta.com{{- end -}}
 {{- define "noe.webhookName" -}}{{ include "noe.fullname" . }}{{- end -}}
@@ -234,13 +314,25 @@ credential-provider config and binary directories.
 {{- $args = append $args (printf "--graceful-timeout=%v" $v.gracefulTimeout) -}}
 {{- $args = append $args "--state-dir=/var/run/noe/state" -}}
 {{- $args = append $args "--cache-dir=/var/run/noe/cache" -}}
+{{- if (include "noe.cache" . | fromYaml).enabled -}}
+{{- $args = append $args "--cache-key-file=/etc/noe/cache-key/fingerprint-key" -}}
+{{- $args = append $args (printf "--cache-timeout=%v" .Values.cache.redis.timeout) -}}
+{{- if .Values.cache.redis.caBundle -}}
+{{- $args = append $args "--cache-ca-file=/etc/noe/config/cache-ca.crt" -}}
+{{- end -}}
+{{- end -}}
 {{- $args = append $args (printf "--workers=%v" $v.workers) -}}
 {{- $args = append $args (printf "--threads=%v" $v.threads) -}}
 {{- $args = append $args (printf "--admission-deadline=%v" $v.admissionDeadline) -}}
 {{- $args = append $args (printf "--on-lookup-failure=%s" $v.webhook.onLookupFailure) -}}
 {{- $args = append $args (printf "--log-level=%s" $v.logLevel) -}}
 {{- $args = append $args (printf "--preferred-arch=%s" ($v.preferredArch | default "")) -}}
+{{- if kindIs "slice" $v.systemOS -}}
+{{- $args = append $args (printf "--system-os=%s" (join "," $v.systemOS)) -}}
+{{- else -}}
 {{- $args = append $args (printf "--system-os=%s" $v.systemOS) -}}
+{{- end -}}
+{{- $args = append $args (printf "--x86-64-levels=%s" $v.x86_64Levels) -}}
 {{- $args = append $args (printf "--preference-mode=%s" $v.preferenceMode) -}}
 {{- $args = append $args (printf "--preferred-arch-weight=%v" $v.preferredArchWeight) -}}
 {{- with $v.schedulableArchitectures -}}
@@ -304,6 +396,9 @@ credential-provider config and binary directories.
 {{- else if eq (toString $v.verifyPlatformManifests) "false" -}}
 {{- $args = append $args "--no-verify-platform-manifests" -}}
 {{- end -}}
+{{- with include "noe.pullSecretsHint" . -}}
+{{- $args = append $args (printf "--pull-secrets-hint=%s" .) -}}
+{{- end -}}
 {{- range $v.extraArgs -}}
 {{- $args = append $args . -}}
 {{- end -}}
@@ -360,4 +455,111 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 16Mi
+{{- end -}}
+
+{{/*
+The shared registry cache (cache.redis): whether there is one, the Secret holding its `url` and
+`fingerprint-key`, and whether the chart runs its own Valkey. Returns YAML.
+*/}}
+{{- define "noe.cache" -}}
+{{- $r := .Values.cache.redis -}}
+{{- $given := list -}}
+{{- if $r.url }}{{ $given = append $given "url" }}{{ end -}}
+{{- if $r.existingSecret }}{{ $given = append $given "existingSecret" }}{{ end -}}
+{{- if $r.deploy }}{{ $given = append $given "deploy" }}{{ end -}}
+{{- if gt (len $given) 1 -}}
+{{- fail (printf "cache.redis: set one of url, existingSecret and deploy, not %s" (join " and " $given)) -}}
+{{- end -}}
+{{- if and $r.caBundle (not (hasPrefix "rediss://" ($r.url | default "rediss://"))) -}}
+{{- fail "cache.redis.caBundle: only for a rediss:// (TLS) url" -}}
+{{- end -}}
+{{- $out := dict "enabled" (gt (len $given) 0) "deploy" (and $r.deploy true) "external" (or (and $r.url true) (and $r.existingSecret true)) -}}
+{{- $_ := set $out "secret" ($r.existingSecret | default (printf "%s-cache" (include "noe.fullname" .))) -}}
+{{- $_ := set $out "host" (printf "%s-valkey" (include "noe.fullname" .)) -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* Whether the chart's ConfigMap is rendered (and mounted at /etc/noe/config). */}}
+{{- define "noe.hasConfig" -}}
+{{- if or .Values.imagePlatforms .Values.registryCA .Values.cache.redis.caBundle -}}true{{- end -}}
+{{- end -}}
+
+{{/* The container's env, volumeMounts and the pod's volumes for the shared cache (one of `part`). */}}
+{{- define "noe.cacheParts" -}}
+{{- $cache := include "noe.cache" .ctx | fromYaml -}}
+{{- if $cache.enabled -}}
+{{- if eq .part "env" }}
+# The URL (and its password) from the Secret: never in the pod's arguments.
+- name: NOE_CACHE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $cache.secret }}
+      key: url
+{{- else if eq .part "mounts" }}
+- name: cache-key
+  mountPath: /etc/noe/cache-key
+  readOnly: true
+{{- else }}
+- name: cache-key
+  secret:
+    secretName: {{ $cache.secret }}
+    items:
+      - key: fingerprint-key
+        path: fingerprint-key
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* The chart's Valkey: a cache, nothing kept on disk, bounded, every key of noe's carrying a TTL. */}}
+{{- define "noe.valkeyConf" -}}
+port 6379
+bind * -::*
+protected-mode no
+requirepass {{ .password }}
+save ""
+appendonly no
+dir /data
+maxmemory {{ .ctx.Values.cache.redis.maxMemory }}
+maxmemory-policy volatile-lru
+{{- end -}}
+
+{{/* The webhook container's OTEL_* variables when tracing.endpoint is set (README.md, "Tracing"). */}}
+{{- define "noe.tracingEnv" -}}
+{{- with .Values.tracing }}
+{{- if .endpoint }}
+# Not NOE_*: that prefix is the flags' (noe_core/cli)
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: http/protobuf
+- name: OTEL_SERVICE_NAME
+  value: {{ .serviceName | default "noe-webhook" | quote }}
+{{- $attributes := list "k8s.namespace.name=$(POD_NAMESPACE)" "k8s.pod.name=$(POD_NAME)" }}
+{{- range $name, $value := .resourceAttributes }}
+{{- $attributes = append $attributes (printf "%s=%s" $name $value) }}
+{{- end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attributes | quote }}
+{{- with .sampler }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ . | quote }}
+{{- end }}
+{{- with .samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- if .headersSecret.name }}
+# A collector's credentials: from the Secret, never in the pod spec.
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ .headersSecret.name }}
+      key: {{ .headersSecret.key }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
