@@ -13,7 +13,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.image_release"]
 
 # Fixtures that start the real registry server (Debian docker-registry) or serve it.
 # A test that uses one, directly or through another fixture, is a `registry` test
@@ -22,7 +22,13 @@ pytest_plugins = ["tests.support.fixtures"]
 REGISTRY_FIXTURES = frozenset({"registry", "basic_registry", "token_server", "token_registry", "tls_registry"})
 
 
+REDIS_FIXTURES = frozenset({"redis_server"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if REGISTRY_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if REGISTRY_FIXTURES & fixtures:
             item.add_marker(pytest.mark.registry)
+        if REDIS_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.redis)

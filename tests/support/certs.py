@@ -20,7 +20,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from noe_web import tls
+from noe_web.server import tls
 
 __all__ = ["CA", "CertPair", "make_ca"]
 
@@ -36,7 +36,7 @@ class CertPair:
 
 @dataclass(frozen=True)
 class CA:
-    """A self-signed CA whose files live under ``directory`` (made by the webhook's own ``noe_web.tls``)."""
+    """A self-signed CA whose files live under ``directory`` (made by the webhook's own ``noe_web.server.tls``)."""
 
     directory: Path
     cert_pem: bytes
@@ -73,7 +73,7 @@ class CA:
         if not hosts:
             raise ValueError("a serving certificate needs at least one host")
         stem = name or re.sub(r"[^A-Za-z0-9.-]+", "_", hosts[0])
-        # noe_web.tls starts validity five minutes before "now"
+        # noe_web.server.tls starts validity five minutes before "now"
         now = not_before + dt.timedelta(minutes=5) if not_before is not None else None
         cert_pem, key_pem = tls.issue_serving_cert(self.cert_pem, self.key_pem, list(hosts), days, now=now)
         cert_file = self.directory / f"{stem}.crt"

@@ -8,10 +8,24 @@ It speaks, over HTTPS and behind a kubeconfig, what ``noe controller`` uses:
     PATCH  /api/v1/namespaces/NS/pods/NAME      application/json-patch+json: a failing ``test`` → 422,
                                                 a stale metadata.resourceVersion → 409, and a gated pod
                                                 may only gain scheduling constraints (as kube-apiserver)
-    POST   /api/v1/namespaces/NS/pods/NAME/eviction   201 (the pod goes away) or 429 from a budget
+    POST   /api/v1/namespaces/NS/pods/NAME/eviction   201 (the pod goes away, or with ``graceful_eviction``
+                                                is marked with deletionTimestamp until deleted) or 429
+                                                from a budget
     GET    /api/v1/namespaces/NS/pods/NAME/log  container, previous, tailLines, limitBytes
     GET/POST/PUT /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]   409 on a stale resourceVersion
+    GET/POST/PUT /apis/wgpolicyk8s.io/v1alpha2/namespaces/NS/policyreports[/NAME]   the same; 404 on every
+                                                path while ``policy_report_crd`` is off (the CRD not installed)
     DELETE /api/v1/namespaces/NS/pods/NAME      (answered, and recorded: the controller must never send it)
+    GET    /api/v1/namespaces[/NAME]            Namespaces: list and watch, or one
+    GET/POST/PUT /api/v1/namespaces/NS/configmaps[/NAME]   list and watch, one, create, replace (409 on a
+                                                stale resourceVersion; ``change_before_next_put`` makes one)
+    GET    /apis/arch.noe.adevinta.com/v1alpha1/clusterplacementpolicies, …/placementpolicies (every
+                                                namespace) and …/namespaces/NS/placementpolicies: lists and watches
+    GET/PUT /apis/arch.noe.adevinta.com/v1alpha1/[namespaces/NS/]KIND/NAME   one policy; a PUT that changes
+                                                ``spec`` bumps ``metadata.generation``, as for any CRD
+    GET/PUT/PATCH …/KIND/NAME/status            the status subresource: only ``status`` changes (PATCH:
+                                                application/merge-patch+json); every policy path answers
+                                                404 while ``policy_crds`` is off (the CRDs not installed)
 
 plus the Secrets and Events of the base server. Every change bumps one
 resourceVersion counter and is kept in a history that watches replay from;
@@ -40,7 +54,19 @@ import jsonpatch
 from tests.support.certs import CA
 from tests.support.fake_kube_api import FakeKubeAPI, FakeKubeState, _Handler, _status, start_fake_kube_api
 
-KINDS = {"pods": "Pod", "nodes": "Node", "leases": "Lease"}
+KINDS = {
+    "pods": "Pod",
+    "nodes": "Node",
+    "leases": "Lease",
+    "policyreports": "PolicyReport",
+    "namespaces": "Namespace",
+    "clusterplacementpolicies": "ClusterPlacementPolicy",
+    "placementpolicies": "PlacementPolicy",
+    "configmaps": "ConfigMap",
+}
+POLICY_GROUP = ["apis", "arch.noe.adevinta.com", "v1alpha1"]
+POLICY_KINDS = ("clusterplacementpolicies", "placementpolicies")
+WATCHED = ("pods", "nodes", "namespaces")
 
 
 @dataclass
@@ -67,6 +93,12 @@ class ClusterState(FakeKubeState):
     bookmark_interval: float = 0.5
     watches_held: bool = False
     before_patch: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
+    policy_report_crd: bool = True
+    policy_crds: bool = True
+    before_put: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
+    graceful_eviction: bool = False
+    """An evicted pod stays, marked with ``deletionTimestamp``, until the test deletes it (its kubelet)."""
+    raw: dict[str, str] = field(default_factory=dict)
     changed: threading.Condition = field(init=False)
 
     def __post_init__(self) -> None:
@@ -80,6 +112,14 @@ class ClusterState(FakeKubeState):
         if event == "DELETED":
             self.objects[kind].pop(key, None)
         else:
+            if kind in POLICY_KINDS:  # the API server counts changes of spec in metadata.generation
+                before = self.objects[kind].get(key)
+                if before is None:
+                    meta["generation"] = 1
+                elif before.get("spec") != obj.get("spec"):
+                    meta["generation"] = int(before["metadata"].get("generation") or 1) + 1
+                else:
+                    meta["generation"] = before["metadata"].get("generation") or 1
             meta["resourceVersion"] = str(self.rv)
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -152,11 +192,14 @@ class ClusterHandler(_Handler):
 
     def _route(self, method: str, parts: list[str], body: Any) -> None:
         query = self._query()
-        if parts[:2] == ["api", "v1"] and len(parts) == 3 and parts[2] in ("pods", "nodes") and method == "GET":
-            if query.get("watch") in ("1", "true"):
-                self._watch(parts[2], query)
-            else:
-                self._list(parts[2], query)
+        if parts[:2] == ["api", "v1"] and len(parts) == 3 and parts[2] in WATCHED and method == "GET":
+            self._list_or_watch(parts[2], query)
+            return
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 4 and method == "GET":
+            self._get("namespaces", "", parts[3])
+            return
+        if parts[:3] == POLICY_GROUP:
+            self._policies(method, parts[3:], query, body)
             return
         if parts[:2] == ["api", "v1"] and len(parts) >= 6 and parts[2] == "namespaces" and parts[4] == "pods":
             ns, name = parts[3], parts[5]
@@ -178,17 +221,110 @@ class ClusterHandler(_Handler):
             else:
                 self._send(405, _status(405, "MethodNotAllowed", "not supported here"))
             return
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) in (5, 6) and parts[4] == "configmaps":
+            if method == "GET" and len(parts) == 5:
+                self._list_or_watch("configmaps", query, namespace=parts[3])
+            else:
+                self._stored("configmaps", method, parts[3], parts[5] if len(parts) == 6 else "", body)
+            return
         if (
             parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"]
             and len(parts) >= 6
             and parts[5] == "leases"
         ):
-            self._lease(method, parts[4], parts[6] if len(parts) == 7 else "", body)
+            self._stored("leases", method, parts[4], parts[6] if len(parts) == 7 else "", body)
+            return
+        if (
+            parts[:4] == ["apis", "wgpolicyk8s.io", "v1alpha2", "namespaces"]
+            and len(parts) >= 6
+            and parts[5] == "policyreports"
+        ):
+            if not self.cluster.policy_report_crd:
+                self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+                return
+            self._stored("policyreports", method, parts[4], parts[6] if len(parts) == 7 else "", body)
             return
         super()._route(method, parts, body)
 
+    # --- placement policies ----------------------------------------------------------------------
+    def _policies(self, method: str, rest: list[str], query: dict[str, str], body: Any) -> None:
+        """The two policy kinds: lists and watches, one object, its status subresource."""
+        if not self.cluster.policy_crds:
+            self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+            return
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] == "placementpolicies":
+            namespace, rest = rest[1], rest[2:]
+        cluster_wide_list = rest == ["placementpolicies"]
+        kind = rest[0] if rest else ""
+        if kind not in POLICY_KINDS or (kind == "placementpolicies" and not namespace and not cluster_wide_list):
+            self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+            return
+        if len(rest) == 1 and method == "GET":
+            self._list_or_watch(kind, query, namespace=namespace)
+        elif len(rest) == 2 and method == "GET":
+            self._get(kind, namespace, rest[1])
+        elif len(rest) == 2 and method == "PUT":
+            self._replace(kind, namespace, rest[1], body, status_only=False)
+        elif len(rest) == 3 and rest[2] == "status" and method == "GET":
+            self._get(kind, namespace, rest[1])
+        elif len(rest) == 3 and rest[2] == "status" and method == "PUT":
+            self._replace(kind, namespace, rest[1], body, status_only=True)
+        elif len(rest) == 3 and rest[2] == "status" and method == "PATCH":
+            self._merge_status(kind, namespace, rest[1], body)
+        else:
+            self._send(405, _status(405, "MethodNotAllowed", "not supported here"))
+
+    def _replace(self, kind: str, ns: str, name: str, body: Any, *, status_only: bool) -> None:
+        """PUT of an object (its spec) or of its status subresource; 409 on a stale resourceVersion."""
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            self._send(400, _status(400, "BadRequest", f"a {KINDS[kind]} object is needed"))
+            return
+        state = self.cluster
+        with state.lock:
+            current = self._found(kind, ns, name)
+            if current is None:
+                return
+            if body["metadata"].get("resourceVersion") not in (None, current["metadata"]["resourceVersion"]):
+                self._send(409, _status(409, "Conflict", "the object has been modified"))
+                return
+            updated = copy.deepcopy(current)
+            if status_only:
+                updated["status"] = body.get("status")
+            else:
+                updated["spec"] = body.get("spec")
+            self._send(200, copy.deepcopy(state._write(kind, "MODIFIED", updated)))
+
+    def _found(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+        """The stored object (the caller holds the lock), or ``None`` after answering 404."""
+        current: dict[str, Any] | None = self.cluster.objects[kind].get((ns, name))
+        if current is None:
+            self._send(404, _status(404, "NotFound", f'{kind} "{name}" not found'))
+        return current
+
+    def _merge_status(self, kind: str, ns: str, name: str, body: Any) -> None:
+        """``application/merge-patch+json`` of the status subresource (RFC 7386); nothing else changes."""
+        if self.headers.get("Content-Type") != "application/merge-patch+json" or not isinstance(body, dict):
+            self._send(415, _status(415, "UnsupportedMediaType", "this stand-in takes merge patches of status"))
+            return
+        state = self.cluster
+        with state.lock:
+            current = self._found(kind, ns, name)
+            if current is None:
+                return
+            updated = copy.deepcopy(current)
+            if "status" in body:
+                updated["status"] = _merge_patch(updated.get("status"), body["status"])
+            self._send(200, copy.deepcopy(state._write(kind, "MODIFIED", updated)))
+
     # --- lists and watches -----------------------------------------------------------------------
-    def _list(self, kind: str, query: dict[str, str]) -> None:
+    def _list_or_watch(self, kind: str, query: dict[str, str], namespace: str = "") -> None:
+        if query.get("watch") in ("1", "true"):
+            self._watch(kind, query, namespace)
+        else:
+            self._list(kind, query, namespace)
+
+    def _list(self, kind: str, query: dict[str, str], namespace: str = "") -> None:
         state = self.cluster
         limit = int(query.get("limit") or 0)
         token = query.get("continue")
@@ -201,7 +337,7 @@ class ClusterHandler(_Handler):
                 list_rv = start_rv
             else:
                 list_rv, after = state.rv, None
-            keys = sorted(state.objects[kind])
+            keys = sorted(k for k in state.objects[kind] if not namespace or k[0] == namespace)
             if after is not None:
                 keys = [k for k in keys if list(k) > after]
             page = keys[:limit] if limit else keys
@@ -212,12 +348,19 @@ class ClusterHandler(_Handler):
             metadata["continue"] = base64.b64encode(json.dumps([list_rv, list(page[-1])]).encode()).decode()
         self._send(200, {"kind": KINDS[kind] + "List", "apiVersion": "v1", "metadata": metadata, "items": items})
 
+    def _encode(self, body: dict[str, Any]) -> bytes:
+        """JSON, with the raw texts of :meth:`FakeCluster.raw_json` put where their placeholders are."""
+        text = json.dumps(body)
+        for placeholder, raw in self.cluster.raw.items():
+            text = text.replace(json.dumps(placeholder), raw)
+        return text.encode()
+
     def _chunk(self, doc: dict[str, Any]) -> None:
-        data = json.dumps(doc).encode() + b"\n"
+        data = self._encode(doc) + b"\n"
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def _watch(self, kind: str, query: dict[str, str]) -> None:
+    def _watch(self, kind: str, query: dict[str, str], namespace: str = "") -> None:
         state = self.cluster
         since = int(query.get("resourceVersion") or 0)
         bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
@@ -246,7 +389,11 @@ class ClusterHandler(_Handler):
                         state.changed.wait(0.1)
                     fresh, position = state.history[position:], len(state.history)
                     current = state.rv
-                pending = [(rv, e, o) for rv, k, e, o in fresh if k == kind and rv > since]
+                pending = [
+                    (rv, e, o)
+                    for rv, k, e, o in fresh
+                    if k == kind and rv > since and (not namespace or o["metadata"].get("namespace") == namespace)
+                ]
                 for rv, event, obj in pending:
                     self._chunk({"type": event, "object": obj})
                     since = rv
@@ -342,7 +489,13 @@ class ClusterHandler(_Handler):
                         )
                         return
                     budget.disruptions_allowed -= 1
-            state._write("pods", "DELETED", pod)
+            if state.graceful_eviction:
+                # as kube-apiserver: the pod is marked for deletion and stays until its kubelet is done with it
+                marked = copy.deepcopy(pod)
+                marked["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                state._write("pods", "MODIFIED", marked)
+            else:
+                state._write("pods", "DELETED", pod)
             state.evicted.append((ns, name))
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
@@ -365,36 +518,55 @@ class ClusterHandler(_Handler):
         self.wfile.write(data)
 
     # --- leases ----------------------------------------------------------------------------------
-    def _lease(self, method: str, ns: str, name: str, body: Any) -> None:
+    def _stored(self, kind: str, method: str, ns: str, name: str, body: Any) -> None:
+        """GET, create (POST) and replace (PUT, 409 on a stale resourceVersion) of a namespaced object."""
         state = self.cluster
         if method == "GET" and name:
-            self._get("leases", ns, name)
+            self._get(kind, ns, name)
             return
         if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
-            self._send(400, _status(400, "BadRequest", "a Lease object is needed"))
+            self._send(400, _status(400, "BadRequest", f"a {KINDS[kind]} object is needed"))
             return
         with state.lock:
             if method == "POST" and not name:
                 key = (ns, body["metadata"].get("name", ""))
-                if key in state.objects["leases"]:
-                    self._send(409, _status(409, "AlreadyExists", f'leases "{key[1]}" already exists'))
+                if key in state.objects[kind]:
+                    self._send(409, _status(409, "AlreadyExists", f'{kind} "{key[1]}" already exists'))
                     return
                 body["metadata"]["namespace"] = ns
                 body["metadata"].pop("resourceVersion", None)
-                self._send(201, copy.deepcopy(state._write("leases", "ADDED", body)))
+                self._send(201, copy.deepcopy(state._write(kind, "ADDED", body)))
                 return
             if method == "PUT" and name:
-                current = state.objects["leases"].get((ns, name))
+                if state.before_put:  # another writer got there first
+                    changed = copy.deepcopy(state.objects[kind].get((ns, name)))
+                    if changed is not None:
+                        state.before_put.pop(0)(changed)
+                        state._write(kind, "MODIFIED", changed)
+                current = state.objects[kind].get((ns, name))
                 if current is None:
-                    self._send(404, _status(404, "NotFound", f'leases "{name}" not found'))
+                    self._send(404, _status(404, "NotFound", f'{kind} "{name}" not found'))
                     return
                 if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
                     self._send(409, _status(409, "Conflict", "the object has been modified"))
                     return
                 body["metadata"]["uid"] = current["metadata"]["uid"]
-                self._send(200, copy.deepcopy(state._write("leases", "MODIFIED", body)))
+                self._send(200, copy.deepcopy(state._write(kind, "MODIFIED", body)))
                 return
         self._send(405, _status(405, "MethodNotAllowed", "not supported here"))
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, ``null`` removes, anything else (arrays too) replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
 
 
 @dataclass
@@ -414,6 +586,18 @@ class FakeCluster:
             change(obj)
             self.state._write(kind, "MODIFIED", obj)
 
+    def raw_json(self, text: str) -> str:
+        """A placeholder value that the stand-in sends as ``text`` (JSON no Python structure could hold:
+        nested deeper than ``json`` can read, as a hostile client may store in a custom resource)."""
+        placeholder = f"@@raw-json-{uuid.uuid4()}@@"
+        with self.state.lock:
+            self.state.raw[placeholder] = text
+        return placeholder
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        with self.state.lock:
+            self.state._write(kind, "DELETED", copy.deepcopy(self.state.objects[kind][(namespace, name)]))
+
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         with self.state.lock:
             return copy.deepcopy(self.state.objects[kind].get((namespace, name)))
@@ -425,6 +609,11 @@ class FakeCluster:
             self.state.history.clear()
             self.state.watch_generation += 1
             self.state.changed.notify_all()
+
+    def change_before_next_put(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """The next PUT of a Lease, PolicyReport or ConfigMap finds it changed by another writer (409)."""
+        with self.state.lock:
+            self.state.before_put.append(change)
 
     def change_before_next_patch(self, change: Callable[[dict[str, Any]], None]) -> None:
         """The next pod PATCH finds the pod changed by someone else just before it arrives."""

@@ -1,6 +1,7 @@
 """A small HTTPS server speaking the two Kubernetes API paths noe uses, for tests.
 
     GET  /api/v1/namespaces/NS/secrets/NAME   → the Secret put with ``add_secret``; 404/403 Status otherwise
+    GET  /api/v1/nodes/NAME                   → the Node put with ``add_node``; 404, or 403 with ``nodes_forbidden``
     POST /api/v1/namespaces/NS/events         → 201, the Event recorded in ``events``
     GET  /api/v1/[namespaces/NS/]pods, /apis/apps/v1/[namespaces/NS/]replicasets,
          /apis/batch/v1/[namespaces/NS/]jobs  → the objects put with ``add_objects``, paginated
@@ -51,6 +52,10 @@ class FakeKubeState:
     tokens: set[str] = field(default_factory=set)
     secrets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     forbidden: set[tuple[str, str]] = field(default_factory=set)
+    # RBAC on Secrets: the namespaces whose Secrets may be read (None: every namespace, as a ClusterRole grants).
+    secret_namespaces: frozenset[str] | None = None
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodes_forbidden: bool = False
     requests: list[Recorded] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -99,8 +104,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
 
+    def _encode(self, body: dict[str, Any]) -> bytes:
+        return json.dumps(body).encode()
+
     def _send(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
+        data = self._encode(body)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -149,20 +157,49 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str, parts: list[str], body: Any) -> None:
         """Answer an authenticated request; a subclass adds paths (tests/support/fake_cluster.py)."""
         state = self.server.state
+        if method == "GET" and len(parts) == 6 and parts[:2] == ["api", "v1"] and parts[4] == "configmaps":
+            with state.lock:
+                found = [
+                    o
+                    for o in state.objects.get("configmaps", [])
+                    if (o["metadata"].get("namespace"), o["metadata"].get("name")) == (parts[3], parts[5])
+                ]
+            if found:
+                self._send(200, found[0])
+            else:
+                self._send(404, _status(404, "NotFound", f'configmaps "{parts[5]}" not found'))
+            return
         collection = _collection(parts) if method == "GET" else None
         if collection is not None:
             self._list(*collection)
             return
         if method == "GET" and len(parts) == 6 and parts[:2] == ["api", "v1"] and parts[4] == "secrets":
             key = (parts[3], parts[5])
-            if key in state.forbidden:
-                self._send(403, _status(403, "Forbidden", f'secrets "{key[1]}" is forbidden'))
+            outside = state.secret_namespaces is not None and key[0] not in state.secret_namespaces
+            if key in state.forbidden or outside:
+                self._send(
+                    403,
+                    _status(
+                        403,
+                        "Forbidden",
+                        f'secrets "{key[1]}" is forbidden: cannot get resource "secrets" in the namespace "{key[0]}"',
+                    ),
+                )
                 return
             secret = state.secrets.get(key)
             if secret is None:
                 self._send(404, _status(404, "NotFound", f'secrets "{key[1]}" not found'))
                 return
             self._send(200, secret)
+            return
+        if method == "GET" and len(parts) == 4 and parts[:3] == ["api", "v1", "nodes"]:
+            node = state.nodes.get(parts[3])
+            if state.nodes_forbidden:
+                self._send(403, _status(403, "Forbidden", f'nodes "{parts[3]}" is forbidden'))
+            elif node is None:
+                self._send(404, _status(404, "NotFound", f'nodes "{parts[3]}" not found'))
+            else:
+                self._send(200, node)
             return
         if method == "POST" and len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "events":
             if not isinstance(body, dict) or body.get("metadata", {}).get("namespace") != parts[3]:
@@ -258,6 +295,21 @@ class _Server(ThreadingHTTPServer):
         return
 
 
+def pull_secret(
+    host: str, user: str, password: str, *, name: str = "regcred", namespace: str = "shop"
+) -> dict[str, Any]:
+    """A ``kubernetes.io/dockerconfigjson`` Secret holding ``user``/``password`` for registry ``host``."""
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    config = json.dumps({"auths": {host: {"auth": auth}}})
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()},
+    }
+
+
 @dataclass
 class FakeKubeAPI:
     """A running fake API server."""
@@ -279,8 +331,12 @@ class FakeKubeAPI:
         with self.state.lock:
             self.state.secrets[(namespace, name)] = secret
 
+    def add_node(self, node: dict[str, Any]) -> None:
+        with self.state.lock:
+            self.state.nodes[node["metadata"]["name"]] = node
+
     def add_objects(self, resource: str, objects: list[dict[str, Any]]) -> None:
-        """Serve ``objects`` under ``resource`` (``pods``, ``replicasets`` or ``jobs``)."""
+        """Serve ``objects`` under ``resource`` (``pods``, ``replicasets``, ``jobs``; ``configmaps`` one by one)."""
         with self.state.lock:
             self.state.objects.setdefault(resource, []).extend(objects)
 

@@ -20,6 +20,7 @@ Session-scoped, each started on first use and stopped at the end of the session:
 
 Function-scoped:
 
+    redis_server            Debian's redis-server with a password on 127.0.0.1 (tests.support.redis_server)
     unique_repo             a fresh repository name for this test ("t/<test-name>-<hex>")
     make_repo               make_repo(prefix="t/") -> another fresh name (e.g. make_repo("public/"))
 """
@@ -35,6 +36,7 @@ import pytest
 
 from tests.support.certs import CA, make_ca
 from tests.support.images import PushedImage, push_all_shapes
+from tests.support.redis_server import RedisServer, start_redis
 from tests.support.registry_server import RegistryServer, start_registry
 from tests.support.token_server import TokenServer, start_token_server
 
@@ -139,3 +141,9 @@ def make_repo(request: pytest.FixtureRequest) -> Callable[..., str]:
 def unique_repo(make_repo: Callable[..., str]) -> str:
     """A repository name no other test uses."""
     return make_repo()
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with start_redis(tmp_path_factory.mktemp("redis")) as server:
+        yield server

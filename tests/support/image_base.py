@@ -2,29 +2,56 @@
 
     store = BuildahStore.create(tmp_path)     # vfs storage under tmp_path, never the machine's default store
     base = local_base(store)                  # "localhost/noe-test-base:bookworm-amd64"
+    base = local_base(store, "arm64")         # made under qemu emulation (deploy/image/emulation.sh)
+    python -m tests.support.image_base amd64 arm64   # make the missing archives (the image suites start this)
     store.buildah("from", base)
+    ref = base_index(store, registry, ["amd64", "arm64"])   # "127.0.0.1:PORT/noe-test-base@sha256:..."
 
 The base (Debian minbase plus ``python3`` and ``python3-venv``, from Debian's mirror) is
-made once and kept as an OCI archive under ``tests/.image-cache/``; later runs load
-that archive in seconds instead of running debootstrap (about a minute and a half) again.
-Delete the directory to rebuild it.
+made once per architecture and kept as an OCI archive in the user's cache directory
+(``$XDG_CACHE_HOME/noe-webhook-tests/image-base/``), named after a hash of everything
+that makes it (suite, mirror, packages, architecture, this recipe's version): a changed
+recipe makes a new archive, never reuses a stale one. Later runs load the archive in
+seconds instead of running debootstrap again (amd64 about 1.5 min; a foreign
+architecture's second stage under qemu about 4 min). Delete the directory to rebuild.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import subprocess
+import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CACHE_DIR", "DEBIAN_MIRROR", "SUITE", "BuildahStore", "ToolFailed", "host_arch", "local_base"]
+from tests.support.paths import ROOT
+from tests.support.registry_server import RegistryServer
 
-CACHE_DIR = Path(__file__).resolve().parent.parent / ".image-cache"
+__all__ = [
+    "DEBIAN_MIRROR",
+    "SUITE",
+    "BuildahStore",
+    "ToolFailed",
+    "base_archive",
+    "base_index",
+    "cache_dir",
+    "ensure_emulation",
+    "host_arch",
+    "local_base",
+    "run_tool",
+]
+
 SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 BASE_PACKAGES = ("python3", "python3-venv")
+# Bump when _make_base changes what it produces: the cache key includes it.
+RECIPE = 2
+EMULATION = ROOT / "deploy" / "image" / "emulation.sh"
 
 # Python's machine name -> the OCI / Debian architecture name.
 _ARCHES = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
@@ -50,6 +77,11 @@ def run_tool(
     return proc
 
 
+def ensure_emulation(*arches: str) -> None:
+    """Foreign architectures run here (qemu through binfmt_misc), set up by the script build.sh uses."""
+    run_tool([str(EMULATION), *arches], timeout=60)
+
+
 @dataclass(frozen=True)
 class BuildahStore:
     """A containers-storage (vfs driver) of its own, named by CONTAINERS_STORAGE_CONF for buildah and skopeo."""
@@ -69,14 +101,26 @@ class BuildahStore:
         return {**os.environ, "CONTAINERS_STORAGE_CONF": str(self.root / "storage.conf")}
 
     def buildah(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return run_tool(["buildah", "--storage-driver", "vfs", *args], env=self.env, timeout=timeout, check=check)
+        return run_tool(["buildah", *args], env=self.env, timeout=timeout, check=check)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "noe-webhook-tests" / "image-base"
+
+
+def base_archive(arch: str) -> Path:
+    """Where the base of *arch* is cached: the name carries a hash of every input that makes it."""
+    inputs = {"suite": SUITE, "mirror": DEBIAN_MIRROR, "packages": BASE_PACKAGES, "arch": arch, "recipe": RECIPE}
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+    return cache_dir() / f"debian-{SUITE}-python3-{arch}-{key}.oci.tar"
 
 
 def local_base(store: BuildahStore, arch: str | None = None) -> str:
     """The base image's name in *store*, loaded from the cached archive (made first when missing)."""
     arch = arch or host_arch()
     name = f"localhost/noe-test-base:{SUITE}-{arch}"
-    archive = CACHE_DIR / f"debian-{SUITE}-python3-{arch}.oci.tar"
+    archive = base_archive(arch)
     if not archive.is_file():
         _make_base(store, name, arch, archive)
     image_id = store.buildah("pull", "--quiet", f"oci-archive:{archive}").stdout.split()[-1]
@@ -84,8 +128,39 @@ def local_base(store: BuildahStore, arch: str | None = None) -> str:
     return name
 
 
+def base_index(store: BuildahStore, registry: RegistryServer, arches: Sequence[str]) -> str:
+    """The bases of *arches* pushed to *registry* as one OCI index: its reference pinned by digest."""
+    index = f"localhost/noe-test-base-index:{SUITE}"
+    store.buildah("manifest", "create", index)
+    for arch in arches:
+        store.buildah("manifest", "add", index, f"containers-storage:{local_base(store, arch)}")
+    digest_file = store.root / "base-index.digest"
+    repo = f"{registry.host}/noe-test-base"
+    store.buildah(
+        "manifest",
+        "push",
+        "--all",
+        "--quiet",
+        "--format",
+        "oci",
+        "--tls-verify=false",
+        "--digestfile",
+        str(digest_file),
+        index,
+        f"docker://{repo}:{SUITE}",
+    )
+    return f"{repo}@{digest_file.read_text().strip()}"
+
+
 def _make_base(store: BuildahStore, name: str, arch: str, archive: Path) -> None:
-    """debootstrap straight into a buildah container's root, commit it, save it as an OCI archive."""
+    """debootstrap straight into a buildah container's root, commit it, save it as an OCI archive.
+
+    A foreign architecture is bootstrapped in two stages: the packages are unpacked here
+    (``--foreign``), then their scripts run inside the new root under qemu.
+    """
+    foreign = arch != host_arch()
+    if foreign:
+        ensure_emulation(arch)
     container = store.buildah("from", "scratch").stdout.strip()
     try:
         rootfs = store.buildah("mount", container).stdout.strip()
@@ -95,12 +170,15 @@ def _make_base(store: BuildahStore, name: str, arch: str, archive: Path) -> None
                 "--variant=minbase",
                 f"--arch={arch}",
                 f"--include={','.join(BASE_PACKAGES)}",
+                *(["--foreign"] if foreign else []),
                 SUITE,
                 rootfs,
                 DEBIAN_MIRROR,
             ],
             timeout=1200,
         )
+        if foreign:
+            run_tool(["chroot", rootfs, "/debootstrap/debootstrap", "--second-stage"], timeout=2400)
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
             run_tool(["find", os.path.join(rootfs, leftover), "-type", "f", "-delete"])
         store.buildah(
@@ -118,8 +196,28 @@ def _make_base(store: BuildahStore, name: str, arch: str, archive: Path) -> None
         store.buildah("commit", "--quiet", container, name)
     finally:
         store.buildah("rm", container, check=False)
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_suffix(".partial")
-    partial.unlink(missing_ok=True)
-    store.buildah("push", "--quiet", name, f"oci-archive:{partial}")
-    partial.rename(archive)
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    # A unique partial name, renamed into place: parallel runs never read a half-written archive.
+    fd, partial = tempfile.mkstemp(dir=archive.parent, prefix=f".{archive.name}.", suffix=".partial")
+    os.close(fd)
+    try:
+        os.unlink(partial)
+        store.buildah("push", "--quiet", name, f"oci-archive:{partial}")
+        os.replace(partial, archive)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+
+
+def main(arches: Sequence[str]) -> int:
+    """Make the cached archive of each architecture that lacks one, each in a scratch store."""
+    for arch in arches:
+        if base_archive(arch).is_file():
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"noe-base-{arch}-") as scratch:
+            local_base(BuildahStore.create(Path(scratch)), arch)
+        print(f"image_base: made {base_archive(arch)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

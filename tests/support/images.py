@@ -14,6 +14,11 @@ Shapes (each returns a :class:`PushedImage`):
     push_windows_index                 Docker list: windows/amd64 x2 os.version + linux/amd64
     push_index_with_deleted_child      OCI index: amd64, arm64/v8; the arm64 child is then deleted
     push_nested_index                  OCI index whose first entry is an OCI index (amd64, arm64/v8)
+    push_amd64_v3_index                OCI index: linux/amd64/v3 (the only amd64 entry), linux/arm64/v8
+    push_amd64_levels_index            OCI index: linux/amd64 (v1), linux/amd64/v3, linux/arm64/v8
+    push_windows_builds_index          OCI index: windows/amd64 for two builds, no Linux entry
+    push_artifact                      OCI 1.1 artifact: artifactType, the empty config, one opaque layer
+    push_artifact_index                OCI index of two artifacts (linux/amd64, linux/arm64), each with artifactType
     push_image / push_index            the generic builders the shapes use
 
 Platform keys in ``PushedImage.children`` are ``os/architecture[/variant]``, with
@@ -61,6 +66,10 @@ __all__ = [
     "image_config",
     "platform_key",
     "push_all_shapes",
+    "push_amd64_levels_index",
+    "push_amd64_v3_index",
+    "push_artifact",
+    "push_artifact_index",
     "push_docker_manifest_list",
     "push_docker_single",
     "push_image",
@@ -70,6 +79,7 @@ __all__ = [
     "push_oci_index",
     "push_oci_index_with_attestations",
     "push_oci_single",
+    "push_windows_builds_index",
     "push_windows_index",
     "sha256_digest",
 ]
@@ -83,6 +93,8 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 IN_TOTO = "application/vnd.in-toto+json"
+OCI_EMPTY = "application/vnd.oci.empty.v1+json"
+ARTIFACT_TYPE = "application/vnd.noe.test.model.v1"
 
 INDEX_TYPES = frozenset({DOCKER_MANIFEST_LIST, OCI_INDEX})
 ACCEPT_ALL = ", ".join([OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST_LIST, DOCKER_MANIFEST])
@@ -137,6 +149,8 @@ class PushedImage:
     """digest -> nested index pushed as an entry of this one."""
     deleted: tuple[str, ...] = ()
     """child manifest digests deleted after the push."""
+    artifact_type: str = ""
+    """set for an artifact (or an index of artifacts): what noe reports instead of platforms."""
 
     @property
     def reference(self) -> str:
@@ -161,10 +175,15 @@ class PushedImage:
         return tuple(self.children) if self.is_index else tuple(self.config_digests)
 
     def descriptor(
-        self, platform: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None
+        self,
+        platform: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        artifact_type: str = "",
     ) -> dict[str, Any]:
         """A descriptor pointing at this manifest, for use in an index."""
         d: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+        if artifact_type:
+            d["artifactType"] = artifact_type
         if platform:
             d["platform"] = dict(platform)
         if annotations:
@@ -303,6 +322,13 @@ class Pusher:
 
 
 # -- content ---------------------------------------------------------------------------
+
+
+def add_tags(target: PushTarget, image: PushedImage, tags: Sequence[str]) -> None:
+    """Point more tags of ``image``'s repository at it: one manifest PUT per tag, no blob uploaded again."""
+    with Pusher(target) as p:
+        for tag in tags:
+            p.put_manifest(image.repository, tag, image.manifest, image.media_type)
 
 
 def _layer(seed: str) -> tuple[bytes, str]:
@@ -606,6 +632,64 @@ def push_nested_index(target: PushTarget, repo: str, tag: str | None = "latest")
     )
 
 
+def push_amd64_v3_index(target: PushTarget, repo: str, tag: str | None = "latest") -> PushedImage:
+    """OCI index whose only amd64 entry is ``linux/amd64/v3`` (older amd64 CPUs cannot run it), and arm64."""
+    return push_oci_index(target, repo, tag, ("linux/amd64/v3", "linux/arm64/v8"))
+
+
+def push_amd64_levels_index(target: PushTarget, repo: str, tag: str | None = "latest") -> PushedImage:
+    """OCI index with a baseline ``linux/amd64`` and a ``linux/amd64/v3`` build, and arm64."""
+    return push_oci_index(target, repo, tag, ("linux/amd64", "linux/amd64/v3", "linux/arm64/v8"))
+
+
+def push_windows_builds_index(target: PushTarget, repo: str, tag: str | None = "latest") -> PushedImage:
+    """OCI index of ``windows/amd64`` for Windows Server 2019 and 2022 (two ``os.version``), nothing else."""
+    return push_oci_index(target, repo, tag, tuple(f"windows/amd64:{v}" for v in WINDOWS_VERSIONS))
+
+
+def push_artifact(
+    target: PushTarget, repo: str, tag: str | None = "latest", *, artifact_type: str = ARTIFACT_TYPE, seed: str = ""
+) -> PushedImage:
+    """An OCI 1.1 artifact as ``oras push`` writes it: ``artifactType``, the empty config ``{}``
+    (``application/vnd.oci.empty.v1+json``) and one opaque layer. No platform anywhere."""
+    empty = b"{}"
+    payload = f"model weights of {repo}:{tag}:{seed}".encode()
+    with Pusher(target) as p:
+        config_digest = p.push_blob(repo, empty)
+        layer_digest = p.push_blob(repo, payload)
+        doc = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": artifact_type,
+            "config": {"mediaType": OCI_EMPTY, "digest": config_digest, "size": len(empty)},
+            "layers": [
+                {"mediaType": "application/vnd.noe.test.weights.v1", "digest": layer_digest, "size": len(payload)}
+            ],
+        }
+        body = _dumps(doc, OCI_MANIFEST)
+        digest = p.put_manifest(repo, tag or sha256_digest(body), body, OCI_MANIFEST)
+    return PushedImage(
+        host=target.host,
+        repository=repo,
+        tag=tag,
+        digest=digest,
+        media_type=OCI_MANIFEST,
+        manifest=body,
+        artifact_type=artifact_type,
+    )
+
+
+def push_artifact_index(target: PushTarget, repo: str, tag: str | None = "latest") -> PushedImage:
+    """OCI index of two artifacts, one per platform (as ORAS writes a multi-platform artifact): each entry
+    has ``artifactType``, so noe knows without fetching them that the index runs nothing."""
+    entries = []
+    for plat in ("linux/amd64", "linux/arm64"):
+        artifact = push_artifact(target, repo, None, seed=plat)
+        entries.append(artifact.descriptor(platform=_split_platform(plat), artifact_type=ARTIFACT_TYPE))
+    index = push_index(target, repo, tag, entries, OCI_INDEX)
+    return PushedImage(**{**index.__dict__, "children": {}, "artifact_type": ARTIFACT_TYPE})
+
+
 SHAPES = {
     "oci-index-attestations": push_oci_index_with_attestations,
     "docker-manifest-list": push_docker_manifest_list,
@@ -614,6 +698,11 @@ SHAPES = {
     "windows-index": push_windows_index,
     "index-deleted-child": push_index_with_deleted_child,
     "nested-index": push_nested_index,
+    "amd64-v3-index": push_amd64_v3_index,
+    "amd64-levels-index": push_amd64_levels_index,
+    "windows-builds-index": push_windows_builds_index,
+    "artifact": push_artifact,
+    "artifact-index": push_artifact_index,
 }
 """shape name -> builder; every builder takes (target, repo, tag)."""
 

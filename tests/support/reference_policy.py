@@ -16,16 +16,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from noe_core.image_reading import offers, read_images, strict_problems
 from noe_core.lookup import Lookups
+from noe_core.messages import Notes
 from noe_core.patch import Edits
+from noe_core.platform_needs import shared
 from noe_core.policy import (
     PLACEMENT_ANNOTATION,
-    _deny_message,
     _match_node_labels,
-    _Outcome,
     _place,
-    _strict_problems,
-    _view,
+    _require_platforms,
+    pod_scope,
 )
 from noe_core.scheduling import architecture_selection, withdraw
 from noe_core.settings import PolicySettings
@@ -67,22 +68,23 @@ def reference_object(
     workload = read_workload(obj, kind)
     if spec.get("nodeName"):
         return copy.deepcopy(dict(obj))
-    out = _Outcome()
+    out = Notes()
     if not architecture_selection(spec) and workload.images:
-        views = [_view(image, lookups, settings) for image in workload.images]
-        if namespace in settings.strict_namespaces and _strict_problems(views):
+        scope = pod_scope(workload, settings)
+        readings = read_images(workload.images, lookups, scope, workload.volume_images)
+        if namespace in settings.strict_namespaces and strict_problems(readings, lookups):
             return copy.deepcopy(dict(obj))
-        inspected = [view for view in views if view.archs is not None]
+        inspected = offers(readings)
         if not inspected and withdrawn:
             work = copy.deepcopy(dict(obj))
             holder = work["spec"]["template"]
             spec = holder["spec"]
         elif inspected:
-            shared = frozenset.intersection(*(view.archs for view in inspected if view.archs is not None))
-            if not shared:
-                _deny_message(views, settings)
+            common = shared(inspected)
+            if not common:
                 return copy.deepcopy(dict(obj))
-            added = _place(Edits(spec), workload.labels, shared, settings, out)
+            added = _require_platforms(Edits(spec), common, scope, out)
+            added.update(_place(Edits(spec), workload.labels, frozenset(common.architectures), settings, out))
             if kind == DAEMON_SET and added:
                 _record_placement(work, added)
     _match_node_labels(Edits(spec), workload.labels, settings, out)

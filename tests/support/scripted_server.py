@@ -123,13 +123,20 @@ def start_scripted_server() -> Iterator[ScriptedServer]:
 
         do_GET = do_POST = do_HEAD = _serve
 
-    server = _Server(("127.0.0.1", 0), Handler)
+    with serving(Handler) as host:
+        state.host = host
+        yield state
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served by threads on a free 127.0.0.1 port until the block ends; yields ``host:port``."""
+    server = _Server(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    state.host = f"127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield state
+        yield f"127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

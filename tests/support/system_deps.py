@@ -4,10 +4,14 @@
     skopeo            (Debian ``skopeo``: an independent client to compare against)
     htpasswd          (Debian ``apache2-utils``)
     chromium          (Debian ``chromium``: opens ``noe report --html`` pages headless)
-    buildah           (Debian ``buildah``: builds the Dockerfile without a daemon, tests/test_image.py)
+    buildah           (Debian ``buildah``: builds the Dockerfile without a daemon, tests/deploy/test_image.py)
     debootstrap       (Debian ``debootstrap``: the local Debian base that image is built on)
+    qemu-aarch64-static, update-binfmts
+                      (Debian ``qemu-user-static``, ``binfmt-support``: the arm64 image and base built and
+                      run under emulation; deploy/image/emulation.sh mounts binfmt_misc and enables them)
     promtool          (Debian ``prometheus``: checks and unit-tests the chart's alerts and dashboard queries)
     zsh, fish         (Debian ``zsh``, ``fish``: syntax-check ``noe completion zsh|fish``)
+    redis-server      (Debian ``redis-server``: the cache shared by replicas, ``--cache-url``)
 
 Does nothing, quickly, when all are on PATH. Otherwise runs ``apt-get update`` and
 ``apt-get install -y --no-install-recommends`` for the missing packages; exits 1 with a
@@ -32,9 +36,12 @@ PROGRAMS = {
     "chromium": "chromium",
     "buildah": "buildah",
     "debootstrap": "debootstrap",
+    "qemu-aarch64-static": "qemu-user-static",
+    "update-binfmts": "binfmt-support",
     "promtool": "prometheus",
     "zsh": "zsh",
     "fish": "fish",
+    "redis-server": "redis-server",
 }
 
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/usr/sbin"])

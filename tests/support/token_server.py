@@ -34,7 +34,8 @@ Policy:
 
 Every request is recorded (path, scopes, whether ``Authorization`` was sent, the
 username, the OAuth2 ``grant_type`` and ``client_id`` — never the password nor the
-refresh token) before it is answered, so counting needs no waiting.
+refresh token) before it is answered, so counting needs no waiting; the tokens it
+issues are kept (:meth:`TokenServer.issued`) for tests that check none leaks.
 Listens on 127.0.0.1 only, HTTPS when given a :class:`CertPair`.
 """
 
@@ -136,6 +137,7 @@ class TokenServer:
         self._refresh_tokens: dict[str, str] = {}
         self._lock = threading.Lock()
         self._requests: list[TokenRequest] = []
+        self._issued: list[str] = []
         self._key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey = (
             rsa.generate_private_key(public_exponent=65537, key_size=2048)
             if algorithm == "RS256"
@@ -170,6 +172,11 @@ class TokenServer:
     def requests(self) -> list[TokenRequest]:
         with self._lock:
             return list(self._requests)
+
+    def issued(self) -> list[str]:
+        """Every token handed out so far, so a test can check none of them leaked anywhere."""
+        with self._lock:
+            return list(self._issued)
 
     def mark(self) -> int:
         with self._lock:
@@ -271,7 +278,10 @@ class TokenServer:
             + "."
             + _b64url(json.dumps(claims, separators=(",", ":")).encode())
         )
-        return signing_input + "." + _b64url(self._sign(signing_input.encode()))
+        token = signing_input + "." + _b64url(self._sign(signing_input.encode()))
+        with self._lock:
+            self._issued.append(token)
+        return token
 
     def _sign(self, data: bytes) -> bytes:
         if isinstance(self._key, rsa.RSAPrivateKey):

@@ -1,0 +1,57 @@
+"""``noe controller`` started in-process from parsed flags (the command's own ``start``), for the suites
+that run it against the stand-in cluster (tests/support/fake_cluster.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from noe_web.commands import build_parser
+from noe_web.controller.command import ControllerConfig, Running, start
+from noe_web.kube.config import discover
+from tests.support.fake_cluster import FakeCluster
+
+FAST = ["--lease-duration", "2s", "--renew-deadline", "1.5s", "--retry-period", "0.2s"]
+"""Short leases, so a test sees leadership change within seconds."""
+
+
+def start_controller(cluster: FakeCluster, kubeconfig_path: Path, token: str, *args: str) -> Running:
+    """A controller of ``cluster`` authenticated with ``token``, with short leases and ``args`` added."""
+    kubeconfig = cluster.api.write_kubeconfig(kubeconfig_path, token=token)
+    ns = build_parser().parse_args(
+        [
+            "controller",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--leader-election-namespace",
+            "noe",
+            "--insecure-registries",
+            "127.0.0.1:*",
+            "--negative-cache-ttl",
+            "0",
+            *FAST,
+            *args,
+        ]
+    )
+    config = ControllerConfig.from_args(ns)
+    return start(config, discover(config.kubeconfig))
+
+
+class Controllers:
+    """Controllers of one stand-in cluster started by a test (each with its own kubeconfig), all stopped at
+    its end: the body of a suite's ``controller`` fixture."""
+
+    def __init__(self, cluster: FakeCluster, tmp_path: Path, token: str, *args: str) -> None:
+        self.cluster, self.tmp_path, self.token, self.args = cluster, tmp_path, token, args
+        self.started: list[Running] = []
+
+    def __call__(self, *args: str) -> Running:
+        path = self.tmp_path / f"kubeconfig-{len(self.started)}"
+        running = start_controller(self.cluster, path, self.token, *self.args, *args)
+        self.started.append(running)
+        return running
+
+    def stop(self) -> None:
+        for running in self.started:
+            running.stop()

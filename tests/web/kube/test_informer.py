@@ -1,0 +1,242 @@
+"""The informer against the HTTPS stand-in cluster: paginated list, watch, bookmarks, 410 Gone, reconnects."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from noe_core.testing import node
+from noe_web.kube.client import KubeClient
+from noe_web.kube.config import load_kubeconfig
+from noe_web.kube.informer import BACKOFF_START, Informer, Key
+from tests.support.certs import CA, make_ca
+from tests.support.fake_cluster import FakeCluster, start_fake_cluster
+
+TOKEN = "informer-token"
+Change = tuple[Key, dict[str, Any] | None, dict[str, Any] | None]
+
+
+@pytest.fixture(scope="module")
+def kube_ca(tmp_path_factory: pytest.TempPathFactory) -> CA:
+    return make_ca("informer kube CA", tmp_path_factory.mktemp("informer-ca"))
+
+
+@pytest.fixture
+def cluster(kube_ca: CA) -> Iterator[FakeCluster]:
+    with start_fake_cluster(kube_ca, tokens=(TOKEN,)) as c:
+        c.state.bookmark_interval = 0.2
+        yield c
+
+
+def a_pod(name: str, namespace: str = "apps", **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "app:1"}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """What this informer keeps: name, namespace and labels (not the status, not the resourceVersion)."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "labels")}}
+
+
+class Running:
+    """An informer on /api/v1/pods, and everything it reported."""
+
+    def __init__(self, cluster: FakeCluster, tmp_path: Path, *, page_size: int = 500) -> None:
+        self.kube = KubeClient(load_kubeconfig(cluster.api.write_kubeconfig(tmp_path / "kc", token=TOKEN)))
+        self.changes: list[Change] = []
+        self.restarts: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+        self.informer = Informer(
+            self.kube,
+            "/api/v1/pods",
+            slim=slim,
+            on_change=self._changed,
+            on_restart=lambda reason: self.restarts.append((reason, time.monotonic())),
+            page_size=page_size,
+            watch_seconds=60,
+        )
+
+    def _changed(self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        with self._lock:
+            self.changes.append((key, old, new))
+
+    def since(self, count: int) -> list[Change]:
+        with self._lock:
+            return self.changes[count:]
+
+    def reasons(self) -> list[str]:
+        return [reason for reason, _ in self.restarts]
+
+
+@pytest.fixture
+def run(cluster: FakeCluster, tmp_path: Path) -> Iterator[Callable[..., Running]]:
+    started: list[Running] = []
+
+    def start(**kw: Any) -> Running:
+        running = Running(cluster, tmp_path, **kw)
+        running.informer.start()
+        assert running.informer.synced.wait(15), "never synced"
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.informer.stop()
+        running.kube.close()
+
+
+def watching(cluster: FakeCluster, running: Running) -> None:
+    """Wait until the informer's watch is open and answering: a bookmark carried a new version to it."""
+    cluster.add("nodes", node(f"n-{cluster.state.rv}", "arm64"))  # another resource moves the cluster's version
+    target = str(cluster.state.rv)
+    assert cluster.wait(lambda: running.informer.resource_version == target, 5), "no bookmark came"
+
+
+def lists(cluster: FakeCluster) -> list[dict[str, str]]:
+    return [
+        _query(r.path)
+        for r in cluster.api.requests_snapshot()
+        if r.path.startswith("/api/v1/pods?") and "watch=1" not in r.path
+    ]
+
+
+def watches(cluster: FakeCluster) -> list[dict[str, str]]:
+    return [
+        _query(r.path)
+        for r in cluster.api.requests_snapshot()
+        if r.path.startswith("/api/v1/pods?") and "watch=1" in r.path
+    ]
+
+
+def _query(path: str) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(urlsplit(path).query).items()}
+
+
+def test_the_first_list_comes_in_pages_then_one_watch_from_its_version(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    for index in range(1100):
+        cluster.add("pods", a_pod(f"p-{index:04d}", app="web"))
+    running = run()
+    pages = lists(cluster)
+    assert [p["limit"] for p in pages] == ["500"] * 3
+    assert ["continue" in p for p in pages] == [False, True, True]
+    assert len(running.informer) == 1100 and running.informer.lists == 1
+    assert len(running.changes) == 1100 and all(old is None for _, old, _ in running.changes)
+    assert running.informer.get(("apps", "p-0042")) == slim(a_pod("p-0042", app="web"))
+    assert cluster.wait(lambda: watches(cluster), 5)
+    first = watches(cluster)[0]
+    assert first["resourceVersion"] == str(cluster.state.rv) and first["allowWatchBookmarks"] == "true"
+
+
+def test_watch_events_reach_the_cache_and_only_kept_fields_count_as_changes(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    cluster.add("pods", a_pod("old"))
+    running = run()
+    count = len(running.changes)
+    cluster.add("pods", a_pod("new"))
+    cluster.update("pods", "apps", "old", lambda p: p["metadata"]["labels"].update(team="a"))
+    cluster.update("pods", "apps", "old", lambda p: p["status"].update(phase="Running"))  # not kept: no change
+    kube = running.kube
+    kube.call("DELETE", "/api/v1/namespaces/apps/pods/new")
+    assert cluster.wait(lambda: len(running.since(count)) >= 3, 5)
+    time.sleep(0.5)
+    assert running.since(count) == [
+        (("apps", "new"), None, slim(a_pod("new"))),
+        (("apps", "old"), slim(a_pod("old")), slim(a_pod("old", team="a"))),
+        (("apps", "new"), slim(a_pod("new")), None),
+    ]
+    assert running.informer.key_list() == [("apps", "old")]
+    assert running.informer.lists == 1 and running.reasons() == []
+
+
+def test_bookmarks_move_the_version_forward_and_a_dropped_watch_resumes_from_it_without_a_list(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    running = run()
+    watching(cluster, running)
+    target = running.informer.resource_version
+    assert running.changes == []
+    count = len(running.changes)
+    with cluster.watches_held():  # the stand-in drops the watch and holds the next one
+        assert cluster.wait(lambda: "ended" in running.reasons(), 5)
+        cluster.add("pods", a_pod("during"))
+    assert cluster.wait(lambda: running.since(count), 5)
+    assert running.since(count) == [(("apps", "during"), None, slim(a_pod("during")))]  # replayed, not missed
+    assert running.informer.lists == 1 and len(lists(cluster)) == 1
+    assert any(w["resourceVersion"] == target for w in watches(cluster)[1:])
+
+
+def test_410_gone_lists_again_and_reports_what_vanished_meanwhile(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    cluster.add("pods", a_pod("stays"))
+    cluster.add("pods", a_pod("goes"))
+    running = run()
+    watching(cluster, running)
+    count = len(running.changes)
+    with cluster.watches_held():
+        assert cluster.wait(lambda: "ended" in running.reasons(), 5)
+        running.kube.call("DELETE", "/api/v1/namespaces/apps/pods/goes")
+        cluster.add("pods", a_pod("arrives"))
+        cluster.compact()  # the history the informer would resume from is gone
+    assert cluster.wait(lambda: running.informer.lists == 2, 10)
+    assert "gone" in running.reasons()
+    assert cluster.wait(lambda: len(running.since(count)) >= 2, 5)
+    assert sorted(running.since(count), key=lambda c: c[0]) == [
+        (("apps", "arrives"), None, slim(a_pod("arrives"))),
+        (("apps", "goes"), slim(a_pod("goes")), None),
+    ]
+    assert sorted(running.informer.key_list()) == [("apps", "arrives"), ("apps", "stays")]
+    # and it watches again from the new list's version
+    cluster.add("pods", a_pod("after"))
+    assert cluster.wait(lambda: running.informer.get(("apps", "after")), 5)
+
+
+def test_an_api_that_fails_is_retried_with_a_growing_backoff_then_the_watch_resumes(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    running = run()
+    watching(cluster, running)
+    count = len(running.changes)
+    cluster.state.fail_with = 503  # every request from now on fails (an open watch goes on streaming)
+    with cluster.watches_held():  # the stand-in drops the open watch: the informer comes back into the failures
+        assert cluster.wait(lambda: "ended" in running.reasons(), 5)
+    assert cluster.wait(lambda: running.reasons().count("error") >= 4, 10)
+    cluster.add("pods", a_pod("during-outage"))
+    cluster.state.fail_with = 0
+    assert cluster.wait(lambda: running.informer.get(("apps", "during-outage")), 10)
+    errors = [at for reason, at in running.restarts if reason == "error"]
+    gaps = [b - a for a, b in itertools.pairwise(errors)]
+    # each wait doubles (±20% jitter); a gap is that wait plus one failed request, so only its floor is exact
+    for attempt, gap in enumerate(gaps[:3]):
+        assert gap >= BACKOFF_START * 2**attempt * 0.8, (attempt, gaps)
+    assert gaps[0] < gaps[2]  # not one long wait each time: they grew
+    assert running.informer.lists == 1  # the history was still there: resumed, not listed again
+    assert running.since(count) == [(("apps", "during-outage"), None, slim(a_pod("during-outage")))]
+
+
+def test_stop_ends_the_informer_thread(cluster: FakeCluster, tmp_path: Path) -> None:
+    running = Running(cluster, tmp_path)
+    running.informer.start()
+    assert running.informer.synced.wait(15)
+    thread = running.informer._thread
+    assert thread is not None
+    running.informer.stop()
+    thread.join(5)  # the next bookmark wakes it
+    assert not thread.is_alive()
+    running.kube.close()
