@@ -1,21 +1,22 @@
 """The baseline for ``bench_throughput.py``: a bare Flask app answering one fixed AdmissionReview.
 
 Run by the benchmark, not by hand: ``python bench/bare_app.py BIND CERT KEY WORKERS THREADS ANSWER``.
-It is served by the same gunicorn application class as ``noe serve`` (gthread
-workers, the same TLS context per process, keep-alive), so the difference the
-benchmark measures is the admission work alone.
+It is served by *plain* gunicorn: the stock gthread worker
+(``gunicorn.workers.gthread.ThreadWorker``), gunicorn's own TLS from the same
+certificate and key, the same workers, threads and keep-alive as ``noe serve``.
+What the benchmark measures is then everything noe adds — its worker (TLS
+handshakes and request reads in the event loop, slow-client protection)
+and the admission work — over what any gthread-served Flask webhook pays.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from typing import Any
 
 from flask import Flask, Response, request
-
-from noe_web.server import NoeServer
+from gunicorn.app.base import BaseApplication
 
 
 def create_bare_app(answer: bytes) -> Flask:
@@ -33,19 +34,37 @@ def create_bare_app(answer: bytes) -> Flask:
     return app
 
 
+class PlainGthread(BaseApplication):  # type: ignore[misc]
+    """Stock gunicorn, gthread worker, TLS from a certificate file."""
+
+    def __init__(self, app: Flask, settings: dict[str, Any]) -> None:
+        self._app, self._settings = app, settings
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._settings.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        return self._app
+
+
 def main() -> None:
     bind, cert, key, workers, threads, answer_file = sys.argv[1:7]
     answer = Path(answer_file).read_bytes()
-    NoeServer(
-        bind=bind,
-        workers=int(workers),
-        threads=int(threads),
-        cert_file=Path(cert),
-        key_file=Path(key),
-        app_factory=lambda: create_bare_app(answer),
-        graceful_timeout=5,
-        request_timeout=30,
-        log_level="warning",
+    PlainGthread(
+        create_bare_app(answer),
+        {
+            "bind": [bind],
+            "workers": int(workers),
+            "threads": int(threads),
+            "worker_class": "gthread",
+            "certfile": cert,
+            "keyfile": key,
+            "keepalive": 30,  # as noe serve: the API server keeps webhook connections open
+            "loglevel": "warning",
+            "control_socket_disable": True,
+        },
     ).run()
 
 

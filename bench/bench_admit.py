@@ -7,7 +7,7 @@ whose images are all answered at once (a warm cache):
   any webhook pays;
 * ``admit``   — :func:`noe_core.admission.admit` (read the pod once, place it, build the answer with
   the policy's own patch) on the decoded document;
-* ``review``  — :meth:`noe_web.admission_service.AdmissionService.review`: ``admit`` plus what the
+* ``review``  — :meth:`noe_web.webhook.admission.AdmissionService.review`: ``admit`` plus what the
   webhook adds (deadline, metrics, one log line), lookups from ``--image-platforms``;
 
 each as the median of ROUNDS timed calls, and the ratios admit/json and review/json (the median
@@ -88,8 +88,8 @@ def _admit_callable(settings: PolicySettings) -> Callable[[dict[str, Any]], dict
 
 def _service_review() -> Callable[[dict[str, Any]], dict[str, Any]]:
     from noe_core.platforms_file import StaticPlatforms
-    from noe_web.admission_service import AdmissionService
     from noe_web.metrics import Metrics
+    from noe_web.webhook.admission import AdmissionService
 
     logging.getLogger("noe").setLevel(logging.INFO)
     logging.getLogger("noe").addHandler(logging.NullHandler())

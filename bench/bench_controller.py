@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from noe_core.testing import node  # noqa: E402
-from noe_web.kube import KubeClient, load_kubeconfig  # noqa: E402
+from noe_web.kube.client import KubeClient  # noqa: E402
+from noe_web.kube.config import load_kubeconfig  # noqa: E402
 from tests.support.certs import make_ca  # noqa: E402
 from tests.support.fake_cluster import FakeCluster, owned_by, ready, start_fake_cluster  # noqa: E402
 
