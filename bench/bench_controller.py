@@ -22,7 +22,6 @@ controller's. Prints:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from noe_core.testing import node  # noqa: E402
 from noe_web.kube.client import KubeClient  # noqa: E402
 from noe_web.kube.config import load_kubeconfig  # noqa: E402
 from tests.support.certs import make_ca  # noqa: E402
+from tests.support.controller import spawn_controller  # noqa: E402
 from tests.support.fake_cluster import FakeCluster, owned_by, ready, start_fake_cluster  # noqa: E402
 
 TOKEN = "bench-token"
@@ -137,34 +137,7 @@ def counted(cluster: FakeCluster, since: int) -> list[tuple[str, str]]:
 
 
 def spawn(kubeconfig: Path, platforms: Path, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "noe_web",
-                "controller",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--metrics-addr",
-                "",
-                "--leader-election-namespace",
-                "noe",
-                "--image-platforms",
-                str(platforms),
-                "--lease-duration",
-                "2s",
-                "--renew-deadline",
-                "1.5s",
-                "--retry-period",
-                "0.2s",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env=env,
-        )
+    return spawn_controller(kubeconfig, log, "--image-platforms", str(platforms))
 
 
 def empty_cluster_rss(work: Path, nodes: int) -> int:

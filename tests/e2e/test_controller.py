@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from noe_web.metrics import Metrics
 from noe_web.webhook.admission import AdmissionService
 from tests.support.certs import CA, make_ca
 from tests.support.cli import run_cli
-from tests.support.controller import Controllers
+from tests.support.controller import Controllers, spawn_controller
 from tests.support.fake_cluster import FakeCluster, owned_by, ready, start_fake_cluster
 from tests.support.images import PushedImage, push_docker_single, push_oci_single
 from tests.support.noe_serve import apply, post_review, start_noe
@@ -560,34 +559,7 @@ LEASE, RETRY = 2.0, 0.2
 
 def spawn(cluster: FakeCluster, tmp_path: Path, token: str) -> subprocess.Popen[bytes]:
     kubeconfig = cluster.api.write_kubeconfig(tmp_path / f"kubeconfig-{token}", token=token)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
-    with (tmp_path / f"{token}.log").open("wb") as out:  # the child keeps its own descriptor
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "noe_web",
-                "controller",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--metrics-addr",
-                "",
-                "--leader-election-namespace",
-                "noe",
-                "--insecure-registries",
-                "127.0.0.1:*",
-                "--lease-duration",
-                f"{LEASE:g}s",
-                "--renew-deadline",
-                "1.5s",
-                "--retry-period",
-                f"{RETRY:g}s",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env=env,
-        )
+    return spawn_controller(kubeconfig, tmp_path / f"{token}.log", "--insecure-registries", "127.0.0.1:*")
 
 
 def holder(cluster: FakeCluster) -> str:

@@ -1,14 +1,19 @@
-"""``noe controller`` started in-process from parsed flags (the command's own ``start``), for the suites
-that run it against the stand-in cluster (tests/support/fake_cluster.py)."""
+"""``noe controller`` against the stand-in cluster (tests/support/fake_cluster.py): started in-process
+from parsed flags (the command's own ``start``), or as its own process (``spawn_controller``) where a
+test or a benchmark needs to kill it or measure it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from noe_web.commands import build_parser
 from noe_web.controller.command import ControllerConfig, Running, start
 from noe_web.kube.config import discover
 from tests.support.fake_cluster import FakeCluster
+from tests.support.paths import ROOT
 
 FAST = ["--lease-duration", "2s", "--renew-deadline", "1.5s", "--retry-period", "0.2s"]
 """Short leases, so a test sees leadership change within seconds."""
@@ -36,6 +41,16 @@ def start_controller(cluster: FakeCluster, kubeconfig_path: Path, token: str, *a
     )
     config = ControllerConfig.from_args(ns)
     return start(config, discover(config.kubeconfig))
+
+
+def spawn_controller(kubeconfig: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``python -m noe_web controller`` through ``kubeconfig``, with short leases and ``args`` added, its
+    output in ``log``; no ``NOE_*`` variable of the caller's environment reaches it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
+    command = [sys.executable, "-m", "noe_web", "controller", "--kubeconfig", str(kubeconfig)]
+    command += ["--metrics-addr", "", "--leader-election-namespace", "noe", *FAST, *args]
+    with log.open("wb") as out:  # the child keeps its own descriptor
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
 
 
 class Controllers:
