@@ -45,16 +45,57 @@ OUT = ROOT / "deploy" / "helm" / "noe" / "charts" / "crds" / "crds"
 
 # Go GOARCH names (kubernetes.io/arch values) and the aliases the placement contract normalises (rule 4).
 ARCHITECTURES = sorted(KNOWN_ARCHITECTURES)
-_CEL_MAP = "{" + ", ".join(f"'{alias}': '{name}'" for alias, name in sorted(ALIASES.items())) + "}"
+ARCHITECTURE_NAMES = ARCHITECTURES + sorted(ALIASES)
+"""What an architecture field accepts (the enum)."""
+MAX_ARCHITECTURE_LENGTH = max(map(len, ARCHITECTURE_NAMES))
+"""The longest accepted name: the API server costs a rule by a string's maxLength, never by its enum."""
+
+# The API server refuses a CRD whose rules' estimated worst-case cost is too high (per rule 10,000,000, per CRD
+# 100,000,000; tests/support/cel_cost.py models its estimator and tests/deploy/test_crd_rule_cost.py holds these
+# rules to a tenth of that). So every string, list and map a rule reads is bounded, and each rule is written in
+# its cheapest equivalent form: no comprehension inside another, no map literal built per element, and
+# ``x == 'a' || x == 'b'`` rather than ``x in ['a', 'b']`` (a list literal costs 10 each time).
 
 
-def _normalised(expr: str) -> str:
-    """A CEL expression giving the GOARCH name of ``expr`` (aliases mapped, as noe reads them)."""
-    return f"({expr} in {_CEL_MAP} ? {_CEL_MAP}[{expr}] : {expr})"
+def _alias_groups() -> list[list[str]]:
+    """Each GOARCH name that has aliases, with them: the names the contract reads as one architecture."""
+    groups: dict[str, set[str]] = {}
+    for alias, name in ALIASES.items():
+        groups.setdefault(name, {name}).add(alias)
+    return [sorted(group) for _, group in sorted(groups.items())]
+
+
+def _cel_list(names: list[str]) -> str:
+    return "[" + ", ".join(f"'{name}'" for name in names) + "]"
+
+
+def preferred_in_schedulable() -> str:
+    """The cross-field rule: every preferred architecture, normalised, is among the schedulable ones, normalised.
+
+    Normalising both sides inside nested comprehensions (preferred x schedulable, a 12-entry map literal per
+    element) is what the API server refused. The equivalent form here reads each list once per clause: a name
+    without aliases must be listed as it is; for each group of names that mean one architecture (``arm64``,
+    ``aarch64``), a preferred member needs a schedulable member. Its estimated cost is about 1/9 of the nested
+    ``exists()`` form's, and it grows with the number of alias groups, not with the product of the lists.
+    """
+    preferred, schedulable = "self.preferredArchitectures", "self.schedulableArchitectures"
+    aliased = sorted(name for group in _alias_groups() for name in group)
+    clauses = [f"{preferred}.all(p, p.architecture in {schedulable} || p.architecture in {_cel_list(aliased)})"]
+    clauses += [
+        f"(!{preferred}.exists(p, p.architecture in {_cel_list(group)}) || "
+        f"{schedulable}.exists(s, s in {_cel_list(group)}))"
+        for group in _alias_groups()
+    ]
+    return f"!has({schedulable}) || !has({preferred}) || (" + " && ".join(clauses) + ")"
 
 
 def architecture(description: str) -> dict[str, Any]:
-    return {"type": "string", "enum": ARCHITECTURES + sorted(ALIASES), "description": description}
+    return {
+        "type": "string",
+        "enum": ARCHITECTURE_NAMES,
+        "maxLength": MAX_ARCHITECTURE_LENGTH,
+        "description": description,
+    }
 
 
 def label_selector(what: str) -> dict[str, Any]:
@@ -81,7 +122,9 @@ def label_selector(what: str) -> dict[str, Any]:
                         "operator": {
                             "type": "string",
                             "enum": ["In", "NotIn", "Exists", "DoesNotExist"],
-                            "description": "In and NotIn compare with values; Exists and DoesNotExist look at the key only.",
+                            "maxLength": len("DoesNotExist"),
+                            "description": "In and NotIn compare with values; Exists and DoesNotExist look at the "
+                            "key only.",
                         },
                         "values": {
                             "type": "array",
@@ -92,7 +135,8 @@ def label_selector(what: str) -> dict[str, Any]:
                     },
                     "x-kubernetes-validations": [
                         {
-                            "rule": "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0"
+                            "rule": "self.operator == 'In' || self.operator == 'NotIn'"
+                            " ? has(self.values) && size(self.values) > 0"
                             " : !has(self.values) || size(self.values) == 0",
                             "message": "In and NotIn need values; Exists and DoesNotExist take none",
                         }
@@ -187,6 +231,7 @@ def spec_schema(cluster: bool) -> dict[str, Any]:
                     "operator": {
                         "type": "string",
                         "enum": ["Equal", "Exists"],
+                        "maxLength": len("Exists"),
                         "default": "Equal",
                         "description": "Equal matches key and value; Exists matches the key alone.",
                     },
@@ -199,7 +244,8 @@ def spec_schema(cluster: bool) -> dict[str, Any]:
                 },
                 "x-kubernetes-validations": [
                     {
-                        "rule": "!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+                        "rule": "!has(self.operator) || self.operator != 'Exists'"
+                        " || !has(self.value) || self.value == ''",
                         "message": "operator Exists takes no value",
                     }
                 ],
@@ -249,18 +295,13 @@ def spec_schema(cluster: bool) -> dict[str, Any]:
     }
     if cluster:
         properties["namespaceSelector"] = label_selector("namespaces")
-    preferred_in_schedulable = (
-        "!has(self.schedulableArchitectures) || !has(self.preferredArchitectures) || "
-        f"self.preferredArchitectures.all(p, {_normalised('p.architecture')} in "
-        f"self.schedulableArchitectures.map(s, {_normalised('s')}))"
-    )
     return {
         "type": "object",
         "description": "What the policy sets for the pods it matches; every field is optional.",
         "properties": dict(sorted(properties.items())),
         "x-kubernetes-validations": [
             {
-                "rule": preferred_in_schedulable,
+                "rule": preferred_in_schedulable(),
                 "message": "every preferredArchitectures entry must be in schedulableArchitectures",
                 "reason": "FieldValueInvalid",
                 "fieldPath": ".preferredArchitectures",
