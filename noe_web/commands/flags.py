@@ -69,8 +69,8 @@ NOE_NAMESPACE = Flag(
     "--noe-namespace",
     DnsName(allow_empty=True, metavar="NS"),
     default="",
-    help="noe's own namespace, where the ConfigMap noe-learned-platforms lives (empty: the pod's namespace from "
-    "its service account, else default)",
+    help="noe's own namespace, where the ConfigMaps noe-learned-platforms and (controller) noe-evictions live "
+    "(empty: the pod's namespace from its service account, else default)",
 )
 
 # --- noe serve ---------------------------------------------------------------------------------------------

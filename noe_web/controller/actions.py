@@ -2,10 +2,12 @@
 
 An eviction goes through the Eviction API (``policy/v1``), never a DELETE, so
 PodDisruptionBudgets are honoured: a 429 is reported as refused and retried
-later by the caller. :class:`EvictionLimiter` allows at most one eviction per
-(owner, image digest, node architecture) within ``--eviction-backoff``, so a bad
-image cannot make the controller evict the replacement pods of one
-ReplicaSet for ever. A pod patch is a JSON Patch whose first operation tests
+later by the caller. At most one eviction per (owner, image digest, node
+architecture) is sent within ``--eviction-backoff``, so a bad image cannot make
+the controller evict the replacement pods of one ReplicaSet for ever: this
+process's :class:`EvictionLimiter` settles it between its own workers, and the
+cluster's :class:`~.eviction_record.EvictionRecord` between leaders (the
+back-off survives a failover). A pod patch is a JSON Patch whose first operation tests
 ``/metadata/resourceVersion``: the API answers a changed pod with 422 (failed
 test) or 409 (stale version), both raised as :class:`PodChanged`. A
 PolicyReport (``--policy-reports``) is created, or replaced at the
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
+from noe_web.controller.eviction_record import EvictionKey, EvictionRecord, RecordUnavailable
 from noe_web.controller.metrics import ControllerMetrics
 from noe_web.kube.client import KubeClient
 from noe_web.kube.errors import Conflict, Invalid, KubeError, NotFound, TooManyRequests
@@ -34,8 +37,6 @@ from noe_web.kube.events import EventRecorder, EventRequest, ObjectRef
 log = logging.getLogger("noe.controller")
 
 EvictOutcome = Literal["evicted", "refused_by_budget", "gone", "backoff", "dry_run", "not_leader", "error"]
-EvictionKey = tuple[str, str, str]
-"""(owner kind/namespace/name, image digest, node architecture)."""
 
 
 class PodChanged(Exception):
@@ -63,34 +64,51 @@ def policy_reports_path(namespace: str, name: str = "") -> str:
 
 
 class EvictionLimiter:
-    """Remembers evictions for ``backoff`` seconds; bounded, oldest forgotten first."""
+    """This process's evictions, each remembered until its back-off ends; bounded, oldest forgotten first.
+
+    The cheap first check, taken under a lock, so two workers examining two pods of the same owner at
+    once cannot both evict; the cluster's record (:class:`~.eviction_record.EvictionRecord`) is the one
+    every leader reads.
+    """
 
     def __init__(self, backoff: float, clock: Callable[[], float] = time.monotonic, size: int = 100_000) -> None:
         self.backoff, self._clock, self._size = backoff, clock, size
-        self._seen: collections.OrderedDict[EvictionKey, float] = collections.OrderedDict()
+        self._until: collections.OrderedDict[EvictionKey, float] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def claim(self, key: EvictionKey) -> bool:
-        """Take the key for one eviction (``False`` when it was taken within the backoff).
-
-        Checking and taking are one step, so two workers examining two pods of
-        the same owner at once cannot both evict.
-        """
+        """Take the key for one eviction (``False`` while an earlier one's back-off lasts)."""
         now = self._clock()
         with self._lock:
-            while self._seen and next(iter(self._seen.values())) + self.backoff <= now:
-                self._seen.popitem(last=False)
-            if key in self._seen:
+            while self._until and next(iter(self._until.values())) <= now:
+                self._until.popitem(last=False)
+            until = self._until.get(key)
+            if until is not None and until > now:
                 return False
-            self._seen[key] = now
-            while len(self._seen) > self._size:
-                self._seen.popitem(last=False)
+            self._remember(key, now + self.backoff)
             return True
+
+    def hold(self, key: EvictionKey, seconds: float) -> None:
+        """Keep ``key`` taken for ``seconds`` (what is left of a back-off another leader started)."""
+        with self._lock:
+            self._remember(key, self._clock() + seconds)
+
+    def remaining(self, key: EvictionKey) -> float:
+        """Seconds until ``key`` may be taken again (0 when it may now)."""
+        with self._lock:
+            until = self._until.get(key)
+        return max(0.0, until - self._clock()) if until is not None else 0.0
 
     def release(self, key: EvictionKey) -> None:
         """Give the key back: the eviction did not happen (refused by a budget, pod gone, API error)."""
         with self._lock:
-            self._seen.pop(key, None)
+            self._until.pop(key, None)
+
+    def _remember(self, key: EvictionKey, until: float) -> None:
+        self._until.pop(key, None)
+        self._until[key] = until
+        while len(self._until) > self._size:
+            self._until.popitem(last=False)
 
 
 @dataclass
@@ -103,6 +121,8 @@ class Actions:
     limiter: EvictionLimiter
     is_leader: Callable[[], bool]
     dry_run: bool = False
+    record: EvictionRecord | None = None
+    """The back-off every leader reads (``None``: this process's memory alone, as in unit tests)."""
 
     def event(self, target: ObjectRef, kind: str, reason: str, message: str) -> None:
         if not self.is_leader():
@@ -124,27 +144,51 @@ class Actions:
         )
 
     def evict(self, namespace: str, name: str, key: EvictionKey) -> EvictOutcome:
+        """Evict the pod unless ``key`` was evicted within the back-off (by this leader or an earlier one).
+
+        The caller never passes a terminating pod (``metadata.deletionTimestamp`` set): evicting it again
+        is pointless, and after a failover it is exactly what the new leader would otherwise do.
+        """
         if not self.is_leader():
             return "not_leader"
         if not self.limiter.claim(key):
             return "backoff"
         if self.dry_run:
             return "dry_run"
+        if self.record is not None:
+            try:
+                left = self.record.claim(key, f"{namespace}/{name}")
+            except RecordUnavailable as exc:
+                self.limiter.release(key)
+                log.warning("pod %s/%s not evicted: the eviction back-off is unknown (%s)", namespace, name, exc)
+                return "error"
+            if left is not None:
+                self.limiter.hold(key, left)
+                return "backoff"
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         self.metrics.api_writes.labels("evict").inc()
         try:
             self.kube.call("POST", pod_path(namespace, name) + "/eviction", body=body)
         except TooManyRequests:
-            self.limiter.release(key)
+            self._release(key)
             return "refused_by_budget"
         except NotFound:
-            self.limiter.release(key)
+            self._release(key)
             return "gone"
         except KubeError as exc:
-            self.limiter.release(key)
+            self._release(key)
             log.warning("evicting pod %s/%s failed (%s); trying again later", namespace, name, exc)
             return "error"
         return "evicted"
+
+    def backoff_left(self, key: EvictionKey) -> float:
+        """Seconds until ``key`` may be evicted again (when to look at a pod left alone for its back-off)."""
+        return self.limiter.remaining(key)
+
+    def _release(self, key: EvictionKey) -> None:
+        self.limiter.release(key)
+        if self.record is not None:
+            self.record.release(key)
 
     def patch_pod(self, pod: dict[str, Any], operations: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Apply ``operations`` to ``pod`` as read; raises :class:`PodChanged` when it has changed since."""

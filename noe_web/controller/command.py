@@ -194,6 +194,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
     from noe_core.registry.resolver import Resolver  # noqa: PLC0415
     from noe_core.registry.transport import make_session  # noqa: PLC0415
     from noe_web.controller.actions import Actions, EvictionLimiter  # noqa: PLC0415
+    from noe_web.controller.eviction_record import EvictionRecord  # noqa: PLC0415
     from noe_web.controller.gates import GateFinisher  # noqa: PLC0415
     from noe_web.controller.leader import LeaderElector, LeaseSettings  # noqa: PLC0415
     from noe_web.controller.learning import Learning  # noqa: PLC0415
@@ -261,8 +262,21 @@ def start(config: ControllerConfig, api: Any) -> Running:
             on_stopped=stopped,
         )
     is_leader = elector.is_leader if elector is not None else (lambda: True)
+    # the back-off every leader reads: kept in the cluster, so a failover does not forget it
+    record = EvictionRecord(
+        kube,
+        config.noe_namespace,
+        config.eviction_backoff,
+        on_write=metrics.api_writes.labels("configmap").inc,
+    )
     actions = Actions(
-        kube, events, metrics, EvictionLimiter(config.eviction_backoff), is_leader, dry_run=config.dry_run
+        kube,
+        events,
+        metrics,
+        EvictionLimiter(config.eviction_backoff),
+        is_leader,
+        dry_run=config.dry_run,
+        record=record,
     )
     timeout = config.lookup_timeout
     gates = GateFinisher(

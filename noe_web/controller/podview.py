@@ -4,7 +4,8 @@ A watch cache of a large cluster must not hold every pod's full spec and
 status: :func:`slim_pod` keeps the fields the controller reads (name, owner,
 the ``pod-template-hash`` label that names a Deployment, images, pull secrets,
 node, gates, phase, readiness, container states with their messages cut
-short; every label of a rollout's pod; with ``keep_requests``, what the PolicyReports need to count requests)
+short, ``deletionTimestamp`` (a terminating pod is never evicted); every label
+of a rollout's pod; with ``keep_requests``, what the PolicyReports need to count requests)
 and :func:`slim_node` keeps a node's name, architecture and OS. Gated pods are
 read again in full before the controller edits them.
 """
@@ -74,7 +75,9 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, A
         if isinstance(o, Mapping) and o.get("controller") is True
     ]
     out_meta: dict[str, Any] = {
-        k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta
+        k: meta[k]
+        for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+        if k in meta
     }
     if owners:
         out_meta["ownerReferences"] = owners
@@ -149,6 +152,14 @@ def node_platform(node: Mapping[str, Any]) -> NodePlatform:
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
     return any(c.get("status") == "True" for c in pod["status"]["conditions"])
+
+
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    """Marked for deletion (``metadata.deletionTimestamp``): it is going already, and stays listed until it is gone.
+
+    Evicting it again is pointless; after a failover the new leader would otherwise do exactly that.
+    """
+    return bool(pod["metadata"].get("deletionTimestamp"))
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:

@@ -15,9 +15,12 @@ For each pod that changed (and every pod when this process becomes leader):
 
 A misplaced or exec-format-failing pod that is not Ready and is owned by a
 controller other than a DaemonSet is evicted (:class:`~.actions.Actions`: one
-eviction per owner, image digest and architecture per ``--eviction-backoff``;
-a budget's 429 retried with backoff); a bare or DaemonSet pod gets a Warning
-``IncompatibleNode`` and is left alone; a Ready pod is left alone.
+eviction per owner, image digest and architecture per ``--eviction-backoff``,
+recorded in the cluster so that it holds across leaders, and the pod looked at
+again when its back-off ends; a budget's 429 retried with backoff); a bare or
+DaemonSet pod gets a Warning ``IncompatibleNode`` and is left alone; a Ready pod
+is left alone, and so is a terminating one (``deletionTimestamp`` set: it is
+going already).
 
 Examining a pod whose images are warm costs no API or registry request, so
 an unchanged cluster costs nothing beyond the two watches.
@@ -42,7 +45,8 @@ from noe_core.policies.merge import PolicySource
 from noe_core.registry.lookup_service import LookupService
 from noe_core.settings import PolicySettings
 from noe_core.workload import POD, read_workload
-from noe_web.controller.actions import Actions, EvictionKey, EvictOutcome, pod_path
+from noe_web.controller.actions import Actions, EvictOutcome, pod_path
+from noe_web.controller.eviction_record import EvictionKey
 from noe_web.controller.gates import GateFinisher, created_at
 from noe_web.controller.learning import Learning
 from noe_web.controller.metrics import ControllerMetrics
@@ -52,6 +56,7 @@ from noe_web.controller.podview import (
     containers,
     is_gated,
     is_ready,
+    is_terminating,
     node_platform,
     slim_node,
     slim_pod,
@@ -70,6 +75,8 @@ REASON_EXEC_FORMAT = "ExecFormatError"
 LOG_TAIL_LINES = 20
 LOG_TAIL_BYTES = 4096
 BUDGET_RETRY_START, BUDGET_RETRY_CAP = 1.0, 300.0
+BACKOFF_SLACK = 0.05
+"""Look again this long after a back-off ends (the clocks of the limiter and the queue are read apart)."""
 DAEMON_SET = "DaemonSet"
 
 
@@ -380,6 +387,9 @@ class Controller:
     ) -> float | None:
         meta = pod["metadata"]
         uid = meta.get("uid", "")
+        if is_terminating(pod):
+            log.debug("pod %s/%s: %s; not evicted: it is terminating", meta.get("namespace"), meta["name"], problem)
+            return None
         key: EvictionKey = (f"{owner.kind}/{owner.namespace}/{owner.name}", *what)
         outcome: EvictOutcome = self.actions.evict(meta.get("namespace", ""), meta["name"], key)
         if outcome in {"not_leader", "gone"}:
@@ -409,7 +419,7 @@ class Controller:
                     owner.kind,
                     owner.name,
                 )
-            return None
+            return self.actions.backoff_left(key) + BACKOFF_SLACK  # looked at again then: evicted if still misplaced
         verb = "would evict" if outcome == "dry_run" else "evicted through the Eviction API"
         self.actions.event(target, WARNING, REASON_INCOMPATIBLE, f"{problem}; {verb}")
         return None

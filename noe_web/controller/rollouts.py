@@ -13,7 +13,10 @@ workload is rolled back:
 * a Warning Event ``RolloutRolledBack`` on the policy and on the workload;
 * its cohort pods evicted through the Eviction API, one at a time per
   workload: the next only once the evicted one is gone; a budget's 429 is
-  retried with backoff; control pods are never touched.
+  retried with backoff; control pods are never touched. A terminating cohort
+  pod (``deletionTimestamp`` set) is never evicted, and counts as the eviction
+  in flight: read from the pods themselves, so a leader that takes over waits
+  for the pod its predecessor evicted instead of evicting it, or the next, at once.
 
 ``status.rollout`` also counts each policy's cohort and control pods placed
 and failing (written when it changes, at most every ``status_interval``
@@ -41,7 +44,7 @@ from noe_core.settings import PolicySettings
 from noe_web.controller.actions import Actions, NotLeader
 from noe_web.controller.background import Background
 from noe_web.controller.metrics import ControllerMetrics
-from noe_web.controller.podview import containers, is_ready
+from noe_web.controller.podview import containers, is_ready, is_terminating
 from noe_web.kube.errors import KubeError, NotFound
 from noe_web.kube.events import WARNING, ObjectRef
 from noe_web.kube.informer import Key
@@ -88,6 +91,7 @@ class Member:
     architecture: str
     health: PodHealth
     placed: bool
+    terminating: bool = False
 
 
 @dataclass
@@ -201,7 +205,8 @@ class Rollouts:
         )
         placed = bool(pod["spec"].get("nodeName"))
         health = PodHealth(health_group, failing and placed, exec_format_error and placed)
-        return Member((policy_key(ref), namespace, workload_of(meta)), ref, rollout.architecture, health, placed)
+        workload = (policy_key(ref), namespace, workload_of(meta))
+        return Member(workload, ref, rollout.architecture, health, placed, terminating=is_terminating(pod))
 
     def _verdict(self, member: Member) -> tuple[Member, Verdict] | None:
         """Whether ``member``'s workload must be rolled back now (called with the lock held).
@@ -359,13 +364,11 @@ class Rollouts:
         namespace, workload = where
         state = self._evictions.setdefault(where, Eviction())
         with self._lock:
-            cohort = sorted(
-                k
-                for k, m in self._workloads.get((policy_key(ref), namespace, workload), {}).items()
-                if m.health.group == "cohort"
-            )
-        if state.pod is not None and state.pod in cohort:
-            return  # still terminating
+            members = self._workloads.get((policy_key(ref), namespace, workload), {})
+            cohort = sorted(k for k, m in members.items() if m.health.group == "cohort")
+            terminating = {k for k in cohort if members[k].terminating}
+        if terminating or (state.pod is not None and state.pod in cohort):
+            return  # one still terminating (evicted by this leader or an earlier one): the next once it is gone
         state.pod = None
         candidates = [k for k in cohort if k not in state.reported]
         if not candidates or now < state.not_before:

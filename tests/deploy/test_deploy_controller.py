@@ -134,6 +134,25 @@ def test_controller_rbac_is_what_the_issue_lists_and_never_deletes(tmp_path: Pat
     assert pod_spec(docs, "controller")["serviceAccountName"] == "noe-controller"
 
 
+def test_controller_rbac_reads_and_replaces_only_its_eviction_record_by_name(tmp_path: Path) -> None:
+    """The eviction back-off every leader reads (noe_web/controller/eviction_record.py): one ConfigMap, by name."""
+    docs = render({"controller": {"enabled": True}}, tmp_path)
+    for doc in docs:
+        validate(doc, KUBE_VERSIONS[-1])
+    role = one(docs, "Role", "noe-controller")
+    configmap_rules = sorted(
+        (tuple(r.get("resourceNames", ())), tuple(r["verbs"]))
+        for r in role["rules"]
+        if r["resources"] == ["configmaps"]
+    )
+    assert configmap_rules == [
+        ((), ("create",)),
+        (("noe-evictions",), ("get", "update")),
+        (("noe-learned-platforms",), ("get", "update")),
+    ]
+    assert not [r for r in one(docs, "ClusterRole", "noe-controller")["rules"] if "configmaps" in r["resources"]]
+
+
 def test_policy_reports_add_their_flags_and_only_their_rbac(tmp_path: Path) -> None:
     values = {"controller": {"enabled": True, "policyReports": {"enabled": True, "target": "arm64", "interval": "5m"}}}
     docs = render(values, tmp_path)
