@@ -181,6 +181,54 @@ def test_a_budget_429_is_retried_and_nothing_is_deleted(
     no_direct_delete(cluster)
 
 
+def test_a_terminating_pod_is_never_evicted(
+    cluster: FakeCluster, run_controller: Callable[..., Running], pushed_images: dict[str, PushedImage]
+) -> None:
+    amd64_only = pushed_images["oci-single-amd64"].reference
+    going = a_pod("web-5d8f-a", [amd64_only])
+    going["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"  # being deleted already, still listed
+    cluster.add("pods", going)
+    cluster.add("pods", a_pod("api-7c9d-a", [amd64_only], owner=("ReplicaSet", "api-7c9d")))
+    running = run_controller("--eviction-backoff", "1s")
+    assert cluster.wait(lambda: cluster.state.evicted, 15) == [("apps", "api-7c9d-a")]  # the controller acts
+    settle(cluster, running, 2.0)  # and goes on past the back-off
+    assert cluster.state.evicted == [("apps", "api-7c9d-a")]
+    assert not [r for r in cluster.api.requests_snapshot() if r.path.endswith("/web-5d8f-a/eviction")]
+    assert not cluster.events("IncompatibleNode") or all(
+        e["involvedObject"]["name"] != "web-5d8f-a" for e in cluster.events("IncompatibleNode")
+    )
+
+
+def test_a_leader_that_takes_over_keeps_the_eviction_backoff_and_never_evicts_a_terminating_pod(
+    cluster: FakeCluster, run_controller: Controllers, pushed_images: dict[str, PushedImage]
+) -> None:
+    cluster.state.graceful_eviction = True  # an evicted pod stays listed, terminating, until its kubelet is done
+    amd64_only = pushed_images["oci-single-amd64"].reference
+    backoff = 6.0
+    flags = ("--eviction-backoff", f"{backoff}s", "--noe-namespace", "noe")
+    cluster.add("pods", a_pod("web-5d8f-a", [amd64_only]))
+    first = run_controller(*flags)
+    assert cluster.wait(lambda: cluster.state.evicted, 15) == [("apps", "web-5d8f-a")]
+    evicted_at = time.monotonic()
+    cluster.add("pods", a_pod("web-5d8f-b", [amd64_only]))  # the ReplicaSet's replacement, misplaced again
+    second = run_controller(*flags)
+    assert cluster.wait(second.controller.ready, 15)
+    first.stop()  # releases the Lease: the second one takes over
+    run_controller.started.remove(first)
+    assert cluster.wait(second.elector.is_leader, 15)
+    assert time.monotonic() - evicted_at < backoff - 2, "the take-over came too late to test the back-off"
+    # the new leader evicts the replacement once the first leader's back-off is over, and never the terminating pod
+    assert cluster.wait(lambda: len(cluster.state.evicted) == 2, backoff + 10)
+    assert time.monotonic() - evicted_at >= backoff - 0.5, "evicted again within the back-off"
+    assert cluster.state.evicted == [("apps", "web-5d8f-a"), ("apps", "web-5d8f-b")]
+    settle(cluster, second, 1.0)
+    posted = [r.path for r in cluster.api.requests_snapshot() if r.path.endswith("/eviction")]
+    assert posted == [f"/api/v1/namespaces/apps/pods/web-5d8f-{x}/eviction" for x in "ab"]
+    record = cluster.get("configmaps", "noe", "noe-evictions") or {}
+    assert [json.loads(v)["pod"] for v in (record.get("data") or {}).values()] == ["apps/web-5d8f-b"]
+    no_direct_delete(cluster)
+
+
 # ----------------------------------------------------------------------------- exec format error
 
 

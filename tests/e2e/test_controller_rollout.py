@@ -222,3 +222,29 @@ def test_dry_run_reports_without_acting(cluster: FakeCluster, controller: Contro
     time.sleep(1.0)
     assert evictions(cluster) == [] and rollout_status(cluster) == {}
     assert not [p for m, p in cluster.writes() if p.endswith("/status")]
+
+
+def test_a_leader_that_takes_over_waits_for_the_terminating_cohort_pod(
+    cluster: FakeCluster, controller: Controllers
+) -> None:
+    """The eviction in flight is read from the pods (deletionTimestamp), not from the last leader's memory."""
+    cluster.state.graceful_eviction = True
+    for index in range(2):
+        cluster.add("pods", rollout_pod(f"web-cohort-{index}", "arm64", exec_format=index == 0))
+    cluster.add("pods", rollout_pod("web-control-0", "control"))
+    first = controller()
+    assert cluster.wait(lambda: len(cluster.state.evicted) == 1, 15)
+    [(_, terminating)] = cluster.state.evicted
+    second = controller()  # a follower, then the leader once the first one stops (and releases the Lease)
+    assert cluster.wait(second.controller.ready, 15)
+    first.stop()
+    controller.started.remove(first)
+    assert second.elector is not None and cluster.wait(second.elector.is_leader, 15)
+    assert cluster.wait(second.rollouts.primed.is_set, 15)  # it examined every pod since it leads
+    time.sleep(1.5)  # several rollout passes
+    # neither the terminating pod again nor, while it terminates, the next one
+    assert evictions(cluster) == [terminating]
+    cluster.delete("pods", "apps", terminating)  # its kubelet is done
+    assert cluster.wait(lambda: len(cluster.state.evicted) == 2, 15)
+    assert sorted(evictions(cluster)) == ["web-cohort-0", "web-cohort-1"]
+    assert cluster.get("pods", "apps", "web-control-0") is not None
