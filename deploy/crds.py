@@ -301,10 +301,10 @@ def spec_schema(cluster: bool) -> dict[str, Any]:
         "properties": dict(sorted(properties.items())),
         "x-kubernetes-validations": [
             {
+                # no reason or fieldPath: the API server knows them from 1.28 only, the chart supports 1.25
+                # (FieldValueInvalid is the reason anyway; the message names the field)
                 "rule": preferred_in_schedulable(),
                 "message": "every preferredArchitectures entry must be in schedulableArchitectures",
-                "reason": "FieldValueInvalid",
-                "fieldPath": ".preferredArchitectures",
             }
         ],
     }

@@ -10,9 +10,11 @@ costs: ``python -m tests.support.cel_cost DIR``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -134,3 +136,20 @@ def test_the_new_rule_accepts_and_refuses_exactly_what_the_old_one_did(
     meta: dict[str, Any] = {"name": "p", "namespace": "team-a"} if kind == "PlacementPolicy" else {"name": "p"}
     doc = {"apiVersion": "arch.noe.adevinta.com/v1alpha1", "kind": kind, "metadata": meta, "spec": spec}
     assert bool(problems(NOW[kind], doc)) == bool(problems(OLD[kind], doc)), spec
+
+
+def oldest_supported_minor() -> int:
+    constraint = yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"]
+    found = re.fullmatch(r">=1\.(\d+)\.0-0", constraint)
+    assert found, constraint
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_crds_are_valid_for_every_version_the_chart_admits(kind: str) -> None:
+    """From the chart's kubeVersion on (CEL rules need 1.25; a rule's reason and fieldPath would need 1.28)."""
+    oldest = oldest_supported_minor()
+    assert oldest >= 25  # x-kubernetes-validations: beta and on by default from 1.25
+    newest = int(kubernetes_validate.latest_version().split(".")[1])
+    for minor in range(oldest, newest + 1):
+        kubernetes_validate.validate(NOW[kind], f"1.{minor}", strict=True)
