@@ -5,7 +5,7 @@ whose images are all answered at once (a warm cache):
 
 * ``json``    — ``json.loads`` of the AdmissionReview bytes + ``json.dumps`` of the answer: the floor
   any webhook pays;
-* ``admit``   — :func:`noe_core.admission.admit` (read the pod once, place it, build the answer with
+* ``admit``   — :func:`noe_core.admission.review.admit` (read the pod once, place it, build the answer with
   the policy's own patch) on the decoded document;
 * ``review``  — :meth:`noe_web.webhook.admission.AdmissionService.review`: ``admit`` plus what the
   webhook adds (deadline, metrics, one log line), lookups from ``--image-platforms``;
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from noe_core import admission as admission_module
 from noe_core import testing
-from noe_core.lookup import ImagePlatforms
-from noe_core.settings import PolicySettings
+from noe_core.image.image_platforms import ImagePlatforms
+from noe_core.policies.settings import PolicySettings
 
 IMAGES = ["registry.example/app:1", "registry.example/sidecar:2", "registry.example/init:3"]
 PLATFORMS = {
@@ -59,7 +59,7 @@ def _median_us(fn: Callable[[], Any], rounds: int) -> float:
 def _admit_callable(settings: PolicySettings) -> Callable[[dict[str, Any]], dict[str, Any]]:
     lookups = {image: ImagePlatforms.of(*platforms) for image, platforms in PLATFORMS.items()}
     if hasattr(admission_module, "admit"):
-        from noe_core.lookup import fixed
+        from noe_core.image.image_platforms import fixed
 
         inspect = fixed(lookups)
 
@@ -68,7 +68,7 @@ def _admit_callable(settings: PolicySettings) -> Callable[[dict[str, Any]], dict
             return admission_module.admit(request, settings, inspect).response
 
         return run
-    from noe_core.policy import decide, images_to_inspect  # the path before admit
+    from noe_core.placement.rules import decide, images_to_inspect  # the path before admit
 
     def run_before(doc: dict[str, Any]) -> dict[str, Any]:
         request = admission_module.parse_admission_review(doc)
@@ -87,7 +87,7 @@ def _admit_callable(settings: PolicySettings) -> Callable[[dict[str, Any]], dict
 
 
 def _service_review() -> Callable[[dict[str, Any]], dict[str, Any]]:
-    from noe_core.platforms_file import StaticPlatforms
+    from noe_core.image.declared import StaticPlatforms
     from noe_web.metrics import Metrics
     from noe_web.webhook.admission import AdmissionService
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from noe_core.deadline import Deadline
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from noe_web.metrics import Metrics
 from tests.support.images import push_docker_manifest_list
 from tests.support.registry_server import start_registry

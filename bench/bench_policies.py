@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_admit import IMAGES, PLATFORMS  # the same pod as the admission bench
 from noe_core import testing
-from noe_core.platforms_file import StaticPlatforms
+from noe_core.image.declared import StaticPlatforms
 from noe_core.policies.merge import Policies
-from noe_core.settings import PolicySettings
+from noe_core.policies.settings import PolicySettings
 from noe_web.metrics import Metrics
 from noe_web.webhook.admission import AdmissionService
 

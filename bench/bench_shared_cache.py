@@ -54,12 +54,12 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith(("NOE_", "PROMETH
 _FILL = """
 import os, sys, time
 from pathlib import Path
-from noe_core.platform import Platform
-from noe_core.registry.cache_store import open_store
-from noe_core.lookup import ImagePlatforms
+from noe_core.image.platform import Platform
+from noe_core.registry.cache.sqlite import open_store
+from noe_core.image.image_platforms import ImagePlatforms
 from noe_core.registry.resolver import Resolver
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.registry.settings import RegistrySettings
 
 def rss() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -89,11 +89,11 @@ print(after - before)
 _HOT = """
 import statistics, sys, time
 from pathlib import Path
-from noe_core.deadline import Deadline
-from noe_core.registry.cache_store import open_store
+from noe_core.util.deadline import Deadline
+from noe_core.registry.cache.sqlite import open_store
 from noe_core.registry.resolver import Resolver
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.registry.settings import RegistrySettings
 settings = RegistrySettings(insecure_registries=("127.0.0.1:*",))
 ref = sys.argv[1]
 memory = Resolver(make_session(settings), settings=settings)

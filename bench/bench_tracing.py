@@ -44,12 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from opentelemetry import propagate
 from opentelemetry.sdk.trace import TracerProvider
 
+from noe_core.policies.settings import PolicySettings
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
+from noe_core.registry.tracer import NULL_TRACER
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
-from noe_core.settings import PolicySettings
 from noe_core.testing import admission_review, pod
-from noe_core.tracer import NULL_TRACER
 from noe_web.metrics import Metrics
 from noe_web.tracing.config import open_tracing, read_tracing
 from noe_web.tracing.hooks import NO_TRACING, WebhookTracing

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # The names and limits noe_core judges policies by offline: the schema cannot drift from them.
-from noe_core.label_selector import MAX_REQUIREMENTS, MAX_VALUES  # noqa: E402
-from noe_core.platform import ARCHITECTURE_ALIASES as ALIASES  # noqa: E402
-from noe_core.platform import KNOWN_ARCHITECTURES  # noqa: E402
+from noe_core.image.platform import ARCHITECTURE_ALIASES as ALIASES  # noqa: E402
+from noe_core.image.platform import KNOWN_ARCHITECTURES  # noqa: E402
+from noe_core.k8s.label_selector import MAX_REQUIREMENTS, MAX_VALUES  # noqa: E402
 from noe_core.policies.objects import (  # noqa: E402
     GROUP,
     MAX_ARCHITECTURES,

@@ -15,8 +15,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from noe_core import testing
-from noe_core.admission import Admission, AdmissionRequest, admit, parse_admission_review, review_response
-from noe_core.deadline import Deadline
+from noe_core.admission.review import Admission, AdmissionRequest, admit, parse_admission_review, review_response
 from noe_core.errors import (
     AuthError,
     CredentialError,
@@ -32,7 +31,8 @@ from noe_core.errors import (
     RegistryError,
     UnsupportedManifest,
 )
-from noe_core.lookup import (
+from noe_core.image.declared import StaticPlatforms
+from noe_core.image.image_platforms import (
     ImagePlatforms,
     Inspect,
     Lookup,
@@ -43,16 +43,16 @@ from noe_core.lookup import (
     ResolvedPlatform,
     fixed,
 )
-from noe_core.manifest import Descriptor, ImageManifest, Index, MediaType, parse_config, parse_manifest
-from noe_core.node_platform import NodePlatform, usable_on
-from noe_core.patch import apply_patch, make_patch
-from noe_core.platform import OsVersion, Platform, parse_platform
-from noe_core.platforms_file import StaticPlatforms
-from noe_core.policy import Decision, decide, images_to_inspect, place
-from noe_core.reference import Reference, parse_reference
-from noe_core.registry_settings import RegistrySettings
-from noe_core.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
-from noe_core.workload import Workload, read_workload
+from noe_core.image.manifest import Descriptor, ImageManifest, Index, MediaType, parse_config, parse_manifest
+from noe_core.image.node_platform import NodePlatform, usable_on
+from noe_core.image.platform import OsVersion, Platform, parse_platform
+from noe_core.k8s.workload import Workload, read_workload
+from noe_core.name.reference import Reference, parse_reference
+from noe_core.placement.rules import Decision, decide, images_to_inspect, place
+from noe_core.policies.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
+from noe_core.registry.settings import RegistrySettings
+from noe_core.util.deadline import Deadline
+from noe_core.util.json_patch import apply_patch, make_patch
 
 if TYPE_CHECKING:
     from noe_core.credentials.keychain import Credential, Keychain, MultiKeychain

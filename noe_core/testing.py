@@ -3,8 +3,8 @@
 Users check what noe will do to their workloads without a cluster::
 
     from noe_core import testing
-    from noe_core.policy import decide
-    from noe_core.settings import PolicySettings
+    from noe_core.placement.rules import decide
+    from noe_core.policies.settings import PolicySettings
 
     pod = testing.pod(images=["app:1"], labels={"team": "a"})
     decision = decide(pod, kind="Pod", operation="CREATE", namespace="default",
@@ -15,8 +15,8 @@ Users check what noe will do to their workloads without a cluster::
 
 Placement policies go through the same merge as in the cluster::
 
-    from noe_core.admission import admit, parse_admission_review
-    from noe_core.lookup import fixed
+    from noe_core.admission.review import admit, parse_admission_review
+    from noe_core.image.image_platforms import fixed
 
     policies = testing.policies(
         testing.cluster_policy("arm-first", preferredArchitectures=[{"architecture": "arm64", "weight": 80}]),
@@ -29,7 +29,7 @@ Placement policies go through the same merge as in the cluster::
 the pod spec alone (NodeName, NodeAffinity incl. nodeSelector, TaintToleration),
 so tests can assert what a patch *means* rather than its exact shape.
 :func:`runnable` adds what the kubelet checks next: every image has an entry
-usable on the node (:func:`noe_core.node_platform.usable_on`, the contract's
+usable on the node (:func:`noe_core.image.node_platform.usable_on`, the contract's
 definition the policy's terms are built from). :func:`node` builds Linux and
 Windows nodes with the labels the kubelet and node-feature-discovery set
 (``windows_build``, ``x86_64_level``).
@@ -42,13 +42,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from noe_core.errors import InvalidObject, InvalidPolicy
-from noe_core.lookup import ImagePlatforms, Lookup, LookupFailure, Lookups
-from noe_core.node_platform import NodePlatform
-from noe_core.platform import parse_platform
+from noe_core.image.image_platforms import ImagePlatforms, Lookup, LookupFailure, Lookups
+from noe_core.image.node_platform import NodePlatform
+from noe_core.image.platform import parse_platform
+from noe_core.k8s.workload import DAEMON_SET, POD, read_workload
 from noe_core.policies.documents import read_documents
 from noe_core.policies.merge import Policies
 from noe_core.policies.objects import API_VERSION, CLUSTER_KIND, NAMESPACED_KIND
-from noe_core.workload import DAEMON_SET, POD, read_workload
 
 __all__ = [
     "admission_review",
@@ -422,7 +422,7 @@ def runnable(
     pod_or_workload: Mapping[str, Any], node: Mapping[str, Any], lookups: Lookups, *, x86_64_levels: str = "off"
 ) -> bool:
     """:func:`schedulable`, and every image (containers, init containers, image volumes) has an entry usable
-    on ``node`` (:func:`noe_core.node_platform.usable_on`): what the kubelet's pulls would find.
+    on ``node`` (:func:`noe_core.image.node_platform.usable_on`): what the kubelet's pulls would find.
 
     Images whose lookup is missing or failed prove nothing and are skipped, as the
     policy leaves them out; an artifact mounted as an image volume runs anywhere,

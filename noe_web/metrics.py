@@ -98,7 +98,7 @@ class _Children:
 
 
 class Metrics:
-    """All metrics of one worker process; also a :class:`noe_core.observer.RegistryObserver`."""
+    """All metrics of one worker process; also a :class:`noe_core.registry.observer.RegistryObserver`."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
@@ -210,7 +210,7 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        # --- the shared registry cache (noe_core.registry.cache_store) ---------------------------------
+        # --- the shared registry cache (noe_core.registry.cache.sqlite) ---------------------------------
         # Hits and misses by layer are noe_registry_cache_{hits,misses}_total{kind="memory"|"disk"};
         # waits for another worker's fetch are noe_registry_cache_coalesced_total{kind="worker"}.
         self.cache_evictions = Counter(
@@ -219,7 +219,7 @@ class Metrics:
             ["table"],
             registry=r,
         )
-        # --- the cache every replica shares (--cache-url, noe_core.registry.redis_cache) ---------------
+        # --- the cache every replica shares (--cache-url, noe_core.registry.cache.redis) ---------------
         # Its hits and misses are noe_registry_cache_{hits,misses}_total{lookup="redis"}; waits for
         # another replica's fetch are noe_registry_cache_coalesced_total{lookup="replica"}.
         self.redis_duration = Histogram(
@@ -303,7 +303,7 @@ class Metrics:
     def error(self, registry: str, kind: str) -> None:
         self.registry_errors.labels(self._registry_label(registry), kind).inc()
 
-    # --- RedisObserver (noe_core.registry.redis_cache) ---------------------
+    # --- RedisObserver (noe_core.registry.cache.redis) ---------------------
     def redis_call(self, operation: str, seconds: float, *, error: bool) -> None:
         self._redis_duration(operation).observe(seconds)
         if error:

@@ -13,7 +13,7 @@ from typing import cast
 
 from noe_core.cli.options import go_style_argv
 from noe_core.cli.parser import NoeArgumentParser
-from noe_core.version import installed_version
+from noe_core.util.installed_version import installed_version
 
 
 class _VersionAction(argparse.Action):

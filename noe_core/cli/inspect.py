@@ -26,13 +26,13 @@ from noe_core.cli.registry_options import (
     node_keychain_from_args,
     registry_settings_from_args,
 )
-from noe_core.deadline import Deadline
 from noe_core.errors import InvalidInput, ManifestError, NoeError, RegistryError
-from noe_core.lookup import ImagePlatforms
-from noe_core.observer import CountingObserver
-from noe_core.reference import Reference, parse_reference
+from noe_core.image.image_platforms import ImagePlatforms
+from noe_core.name.reference import Reference, parse_reference
+from noe_core.registry.observer import CountingObserver
 from noe_core.registry.resolver import Resolver
 from noe_core.registry.transport import make_session
+from noe_core.util.deadline import Deadline
 
 EXIT_OK = 0
 EXIT_REGISTRY = 1

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from noe_core.admission import AdmissionRequest, admit, parse_admission_review
+from noe_core.admission.review import AdmissionRequest, admit, parse_admission_review
 from noe_core.cli.flags import (
     EXPLAIN,
     FILENAME,
@@ -40,13 +40,13 @@ from noe_core.cli.flags import (
 from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
-from noe_core.lookup import Inspect, LookupRequest, LookupResult, Lookups
-from noe_core.patch import Operation, apply_patch, pointer
+from noe_core.image.image_platforms import Inspect, LookupRequest, LookupResult, Lookups
+from noe_core.placement.rules import Decision
 from noe_core.policies.documents import PolicyDocuments, read_files
 from noe_core.policies.merge import PolicySource
-from noe_core.policy import Decision
-from noe_core.safe_load import TooComplex, load_json, load_yaml_all
-from noe_core.settings import PolicySettings
+from noe_core.policies.settings import PolicySettings
+from noe_core.util.json_patch import Operation, apply_patch, pointer
+from noe_core.util.safe_load import TooComplex, load_json, load_yaml_all
 
 EXIT_ALLOWED = 0
 EXIT_DENIED = 3
@@ -255,15 +255,15 @@ def _make_inspect(ns: argparse.Namespace) -> Inspect:
     ``noe mutate`` reads no pull Secret: a private image needs the node's credentials flags.
     """
     from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
-    from noe_core.deadline import Deadline  # noqa: PLC0415
     from noe_core.registry.lookup_service import LookupService  # noqa: PLC0415
+    from noe_core.util.deadline import Deadline  # noqa: PLC0415
 
     registry_settings = registry_settings_from_args(ns)
     keychain = node_keychain_from_args(ns)
     platforms = require(ns, PLATFORMS)
     timeout: float | None = None
     if platforms is not None:
-        from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
+        from noe_core.image.declared import StaticPlatforms  # noqa: PLC0415
 
         service = LookupService(static=StaticPlatforms.load(platforms))
     else:

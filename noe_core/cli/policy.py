@@ -32,13 +32,13 @@ from noe_core.cli.mutate import (
 from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
-from noe_core.object_meta import read_object_meta
-from noe_core.platforms_file import LayeredPlatforms, StaticPlatforms
+from noe_core.image.declared import LayeredPlatforms, StaticPlatforms
+from noe_core.k8s.object_meta import read_object_meta
 from noe_core.policies.documents import read_files
 from noe_core.policies.merge import FIELD_FLAGS, MergedSettings, namespace_labels
 from noe_core.policies.rollout import workload_of
+from noe_core.policies.settings import NOTHING_SCHEDULABLE, PolicySettings
 from noe_core.policies.status import VALID
-from noe_core.settings import NOTHING_SCHEDULABLE, PolicySettings
 
 EXIT_OK = 0
 EXIT_INVALID = 1

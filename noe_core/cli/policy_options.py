@@ -11,7 +11,7 @@ import argparse
 
 from noe_core.cli.flags import POLICY_FLAGS
 from noe_core.cli.parser import add_flags
-from noe_core.settings import PolicySettings
+from noe_core.policies.settings import PolicySettings
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:

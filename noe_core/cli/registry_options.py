@@ -18,7 +18,7 @@ from noe_core.cli.parser import add_flags, require, usage_error
 from noe_core.credentials.containerd_config import keychain_from_containerd_config
 from noe_core.credentials.docker_config import keychain_from_file
 from noe_core.credentials.keychain import ANONYMOUS, Keychain, MultiKeychain
-from noe_core.registry_settings import RegistrySettings
+from noe_core.registry.settings import RegistrySettings
 
 log = logging.getLogger(__name__)
 

@@ -27,21 +27,16 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from noe_core.cache_url import CacheURL, parse_cache_url, redact
-from noe_core.comma_list import parse_comma_list
 from noe_core.errors import InvalidSettings
-from noe_core.hostmatch import parse_image_patterns, parse_patterns
-from noe_core.platform import normalize_os
-from noe_core.pricing import parse_prices
-from noe_core.registry_settings import RegistryProxy, parse_duration, parse_registry_proxies
-from noe_core.settings import (
-    ArchToleration,
-    is_arch_name,
-    is_dns_subdomain,
-    is_label_key,
-    normalize_arch_name,
-    parse_arch_tolerations,
-)
+from noe_core.image.platform import normalize_arch_name, normalize_os
+from noe_core.name.hostmatch import parse_image_patterns, parse_patterns
+from noe_core.name.kubernetes import is_arch_name, is_dns_subdomain, is_label_key
+from noe_core.policies.settings import ArchToleration, parse_arch_tolerations
+from noe_core.registry.cache.url import CacheURL, parse_cache_url, redact
+from noe_core.registry.settings import RegistryProxy, parse_registry_proxies
+from noe_core.report.pricing import parse_prices
+from noe_core.util.comma_list import parse_comma_list
+from noe_core.util.duration import parse_duration
 
 T = TypeVar("T")
 
@@ -108,7 +103,7 @@ class Integer:
 class Duration:
     """Seconds as a number (``3600``) or a Go duration (``1h``, ``30s``, ``1h30m``), as the Go Noe's flags.
 
-    The reading is :func:`~noe_core.registry_settings.parse_duration`'s (also used for the credential
+    The reading is :func:`~noe_core.util.duration.parse_duration`'s (also used for the credential
     provider's cache durations); only its wording is adapted.
     """
 

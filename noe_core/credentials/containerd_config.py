@@ -32,7 +32,7 @@ from typing import Any
 from noe_core.credentials.docker_config import credential_from_entry
 from noe_core.credentials.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 from noe_core.errors import CredentialError, InvalidSettings
-from noe_core.hostmatch import ImagePattern, parse_image_pattern
+from noe_core.name.hostmatch import ImagePattern, parse_image_pattern
 
 log = logging.getLogger(__name__)
 

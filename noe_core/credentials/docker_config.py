@@ -15,7 +15,7 @@ skipped: ``docker login`` writes such empty entries when a ``credsStore`` holds
 the secret. ``credsStore`` and ``credHelpers`` run programs of the docker CLI
 that the webhook's image does not ship, so they are ignored, with a log line.
 
-KEYs are kubelet image patterns (:mod:`noe_core.hostmatch`, with ``https://``
+KEYs are kubelet image patterns (:mod:`noe_core.name.hostmatch`, with ``https://``
 and ``/v1/``/``/v2/`` dropped), so ``https://index.docker.io/v1/`` is Docker Hub.
 
 Errors name the source and the key, never a value: a Secret's content must not
@@ -32,11 +32,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from noe_core import fields
 from noe_core.credentials.keychain import Credential, FileKeychain, Keychain, StaticKeychain
 from noe_core.errors import CredentialError, InvalidSettings
-from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.safe_load import TooComplex, load_json
+from noe_core.name.hostmatch import ImagePattern, parse_image_pattern
+from noe_core.util import fields
+from noe_core.util.safe_load import TooComplex, load_json
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
 from noe_core.errors import CredentialError, InvalidSettings
-from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.reference import Reference
-from noe_core.watched_file import WatchedFiles
+from noe_core.name.hostmatch import ImagePattern, parse_image_pattern
+from noe_core.name.reference import Reference
+from noe_core.util.watched_file import WatchedFiles
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Credential:
 
     def keyed_fingerprint(self, key: bytes) -> str:
         """HMAC-SHA256 of username and secret under ``key``: a cache shared between processes
-        (:mod:`noe_core.registry.cache_store`) brings its own key, so its fingerprints agree
+        (:mod:`noe_core.registry.cache.sqlite`) brings its own key, so its fingerprints agree
         across workers and restarts while a fingerprint alone still cannot test password guesses."""
         message = "\0".join((self.username, self.password, self.identity_token)).encode()
         return hmac.new(key, message, hashlib.sha256).hexdigest()
@@ -141,7 +141,7 @@ def unique(credentials: Iterable[Credential]) -> tuple[Credential, ...]:
 
 
 class StaticKeychain:
-    """Credentials bound to kubelet-style image patterns (see :mod:`noe_core.hostmatch`).
+    """Credentials bound to kubelet-style image patterns (see :mod:`noe_core.name.hostmatch`).
 
     Candidates come out most specific pattern first; equally specific ones keep
     the order they were given in.
@@ -210,7 +210,7 @@ class FileKeychain:
     on each lookup is one ``stat`` and keeps credentials fresh. The first read
     raises (start-up stops on a wrong path); a later unreadable or malformed
     version is logged and the last good one kept, because a rotation caught
-    half-written should not drop every credential (see :mod:`noe_core.watched_file`).
+    half-written should not drop every credential (see :mod:`noe_core.util.watched_file`).
     """
 
     def __init__(self, path: str | os.PathLike[str], load: Callable[[bytes, str], Keychain], source: str) -> None:

@@ -44,11 +44,8 @@ from typing import Final, Literal
 
 import yaml
 
-from noe_core import fields
-from noe_core.cache import LRUCache, SingleFlight
 from noe_core.credentials.keychain import Credential, unique
 from noe_core.credentials.program import run_program
-from noe_core.deadline import Deadline
 from noe_core.errors import (
     CredentialError,
     DeadlineExceeded,
@@ -57,10 +54,13 @@ from noe_core.errors import (
     ProgramTimedOut,
     RegistryError,
 )
-from noe_core.hostmatch import ImagePattern, parse_image_pattern
-from noe_core.reference import Reference
-from noe_core.registry_settings import parse_go_duration
-from noe_core.safe_load import load_json, load_yaml
+from noe_core.name.hostmatch import ImagePattern, parse_image_pattern
+from noe_core.name.reference import Reference
+from noe_core.util import fields
+from noe_core.util.deadline import Deadline
+from noe_core.util.duration import parse_go_duration
+from noe_core.util.lru import LRUCache, SingleFlight
+from noe_core.util.safe_load import load_json, load_yaml
 
 log = logging.getLogger(__name__)
 

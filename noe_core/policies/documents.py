@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from noe_core import fields
 from noe_core.errors import InvalidPolicy, InvalidSettings
 from noe_core.policies.merge import Policies, PolicySet, namespace_labels
 from noe_core.policies.objects import KINDS, PlacementPolicy, PolicyRef, read_policy, read_ref
-from noe_core.safe_load import load_json, load_yaml_all
-from noe_core.text_file import read_text
+from noe_core.util import fields
+from noe_core.util.safe_load import load_json, load_yaml_all
+from noe_core.util.text_file import read_text
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Merge rules: each field a policy sets replaces the earlier value, except
 ``schedulableArchitectures`` (intersected, so no policy widens
 ``--cluster-schedulable-archs``) and ``strict`` (once true, true: no policy
 turns a strict namespace lax). ``imagePlatforms`` are layered over the flag's
-file (:class:`~noe_core.platforms_file.LayeredPlatforms`).
+file (:class:`~noe_core.image.declared.LayeredPlatforms`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Protocol
 
-from noe_core.platforms_file import Declarations, StaticPlatforms, layered
+from noe_core.image.declared import Declarations, StaticPlatforms, layered
 from noe_core.policies.objects import CLUSTER_KIND, PlacementPolicy, PolicyRef, Rollout
-from noe_core.settings import NOTHING_SCHEDULABLE, PolicySettings
+from noe_core.policies.settings import NOTHING_SCHEDULABLE, PolicySettings
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """The label the API server puts on every Namespace (its name): selectors may use it, offline too."""

@@ -17,23 +17,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from noe_core import fields
 from noe_core.errors import InvalidPolicy, InvalidReference, InvalidSelector, InvalidSettings
-from noe_core.label_selector import EVERYTHING, LabelSelector, parse_label_selector
-from noe_core.platform import ARCHITECTURE_ALIASES, KNOWN_ARCHITECTURES
-from noe_core.platforms_file import StaticPlatforms
-from noe_core.reference import parse_reference
-from noe_core.safe_load import MAX_DEPTH, TooComplex, check_depth
-from noe_core.settings import (
+from noe_core.image.declared import StaticPlatforms
+from noe_core.image.platform import ARCHITECTURE_ALIASES, KNOWN_ARCHITECTURES, normalize_arch_name
+from noe_core.k8s.label_selector import EVERYTHING, LabelSelector, parse_label_selector
+from noe_core.name.kubernetes import is_dns_subdomain, is_label_key
+from noe_core.name.reference import parse_reference
+from noe_core.policies.settings import (
     TAINT_EFFECTS,
     ArchToleration,
     OnLookupFailure,
     PreferenceMode,
     WeightedArchitecture,
-    is_dns_subdomain,
-    is_label_key,
-    normalize_arch_name,
 )
+from noe_core.util import fields
+from noe_core.util.safe_load import MAX_DEPTH, TooComplex, check_depth
 
 GROUP = "arch.noe.adevinta.com"
 VERSION = "v1alpha1"

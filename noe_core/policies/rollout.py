@@ -11,7 +11,7 @@ architecture, the control group off it, and the pod says which with the label
 rolled back draws as ``percent: 0``.
 
 The workload at admission is the pod's top owner as ``noe report`` derives it
-(:mod:`noe_core.owners`), from the owner reference and ``pod-template-hash``
+(:mod:`noe_core.k8s.owners`), from the owner reference and ``pod-template-hash``
 alone: a ReplicaSet's pods have no name yet at CREATE. Pure: no I/O.
 """
 
@@ -21,11 +21,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from noe_core.object_meta import ObjectMeta
-from noe_core.owners import Owners
-from noe_core.patch import Edits, Operation, copy_json
+from noe_core.k8s.object_meta import ObjectMeta
+from noe_core.k8s.owners import Owners
+from noe_core.k8s.workload import POD, Workload
 from noe_core.policies.objects import GROUP, PolicyRef, Rollout
-from noe_core.workload import POD, Workload
+from noe_core.util.json_patch import Edits, Operation, copy_json
 
 ROLLOUT_LABEL = f"{GROUP}/rollout"
 CONTROL = "control"

@@ -16,11 +16,11 @@ annotations past the API server's limit.
 
 from __future__ import annotations
 
-from noe_core.patch import Edits, Operation, copy_json
+from noe_core.k8s.workload import POD, Workload
 from noe_core.policies.merge import MAX_TRAIL as MAX_VALUE
 from noe_core.policies.merge import MergedSettings, trail
 from noe_core.policies.objects import GROUP
-from noe_core.workload import POD, Workload
+from noe_core.util.json_patch import Edits, Operation, copy_json
 
 POLICIES_ANNOTATION = f"{GROUP}/policies"
 

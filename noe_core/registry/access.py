@@ -9,7 +9,7 @@ policy turns into the contract's "cannot inspect" outcome (a warning, or a deny 
 namespace), exactly as if nothing were cached.
 
 Grants are kept per (registry/repository, credential fingerprint): in memory, and in each shared
-level there is (:class:`~noe_core.registry.layered_cache.SharedLevel`: the node's SQLite store,
+level there is (:class:`~noe_core.registry.cache.layers.SharedLevel`: the node's SQLite store,
 the replicas' Redis), so a credential verified by one worker or replica counts for all.
 Fingerprints are keyed hashes (:meth:`Credential.keyed_fingerprint`), never the credential
 itself, nor an unkeyed hash of it. The key is the farthest level's: with Redis, the shared
@@ -23,10 +23,10 @@ import secrets
 import time
 from collections.abc import Sequence
 
-from noe_core.cache import LRUCache
 from noe_core.credentials.keychain import Credential
-from noe_core.deadline import Clock
-from noe_core.registry.layered_cache import SharedLevel
+from noe_core.registry.cache.layers import SharedLevel
+from noe_core.util.deadline import Clock
+from noe_core.util.lru import LRUCache
 
 ANONYMOUS = "anonymous"
 """The fingerprint of anonymous access: a grant to it covers every request."""

@@ -32,14 +32,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
 
-from noe_core.cache import LRUCache, SingleFlight
 from noe_core.credentials.keychain import Credential
-from noe_core.deadline import Clock, Deadline
 from noe_core.errors import AuthError, ChallengeError, RegistryError
-from noe_core.observer import NullObserver, RegistryObserver
 from noe_core.registry.challenge import Challenge, parse_challenges, preferred
+from noe_core.registry.observer import NullObserver, RegistryObserver
 from noe_core.registry.sender import MAX_HOSTS, TEMPORARY_STATUSES, HTTPResult, Sender
-from noe_core.safe_load import load_json
+from noe_core.util.deadline import Clock, Deadline
+from noe_core.util.lru import LRUCache, SingleFlight
+from noe_core.util.safe_load import load_json
 
 log = logging.getLogger(__name__)
 

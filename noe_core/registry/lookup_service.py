@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from noe_core.credentials.keychain import Keychain, MultiKeychain
-from noe_core.deadline import Deadline
 from noe_core.errors import NoeError
-from noe_core.lookup import Declared, ImagePlatforms, Lookup, LookupFailure, LookupRequest, LookupResult
-from noe_core.platforms_file import StaticPlatforms, layered
+from noe_core.image.declared import StaticPlatforms, layered
+from noe_core.image.image_platforms import Declared, ImagePlatforms, Lookup, LookupFailure, LookupRequest, LookupResult
+from noe_core.util.deadline import Deadline
 
 log = logging.getLogger("noe.lookups")
 
@@ -92,7 +92,7 @@ class Inspection:
 
     @property
     def result(self) -> LookupResult:
-        """The answer :func:`noe_core.admission.admit` takes."""
+        """The answer :func:`noe_core.admission.review.admit` takes."""
         return LookupResult(self.lookups, self.warnings)
 
 

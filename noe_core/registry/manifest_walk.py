@@ -15,7 +15,7 @@
 
 Every body fetched by digest is checked against it
 (:class:`~noe_core.errors.DigestMismatch` otherwise). The answer is one
-:class:`~noe_core.lookup.ImagePlatforms`: the shape the policy reads. Caching
+:class:`~noe_core.image.image_platforms.ImagePlatforms`: the shape the policy reads. Caching
 it is the resolver's business (:mod:`noe_core.registry.resolver`).
 """
 
@@ -25,10 +25,9 @@ import logging
 from collections.abc import Sequence
 
 from noe_core.credentials.keychain import Credential
-from noe_core.deadline import Deadline
 from noe_core.errors import DigestMismatch, ManifestError
-from noe_core.lookup import ImagePlatforms
-from noe_core.manifest import (
+from noe_core.image.image_platforms import ImagePlatforms
+from noe_core.image.manifest import (
     ACCEPT_MANIFESTS,
     Descriptor,
     ImageManifest,
@@ -38,13 +37,14 @@ from noe_core.manifest import (
     parse_manifest,
     sha256_digest,
 )
-from noe_core.observer import RegistryObserver
-from noe_core.platform import Platform
-from noe_core.reference import Reference
+from noe_core.image.platform import Platform
+from noe_core.name.reference import Reference
 from noe_core.registry.access import AccessGrants
+from noe_core.registry.observer import RegistryObserver
 from noe_core.registry.sender import HTTPResult, status_error
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import Transport
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
-"""Image reference → :class:`~noe_core.lookup.ImagePlatforms`, cheaply and within a deadline: :class:`Resolver`.
+"""Image reference → :class:`~noe_core.image.image_platforms.ImagePlatforms`, cheaply and within a deadline.
 
-The distribution-spec v2 flow, per image:
+:class:`Resolver` follows the distribution-spec v2 flow, per image:
 
 * **by tag** — ``GET /v2/<name>/manifests/<tag>`` with ``Accept`` listing the
   four manifest media types; the digest is ``Docker-Content-Digest`` (checked
@@ -11,10 +11,10 @@ The distribution-spec v2 flow, per image:
 * then the manifest walk (:mod:`noe_core.registry.manifest_walk`): config blob
   of a single manifest, runnable entries of an index.
 
-The answer is the shape the policy reads (:class:`~noe_core.lookup.ImagePlatforms`:
+The answer is the shape the policy reads (:class:`~noe_core.image.image_platforms.ImagePlatforms`:
 platforms, digest, media type, each platform's manifest digest), the same value
 for every request that gets it from the cache. Caches
-(:mod:`noe_core.registry.layered_cache`, memory in front of the node's shared
+(:mod:`noe_core.registry.cache.layers`, memory in front of the node's shared
 store and the replicas' Redis when there are):
 
 * digest → platforms: content-addressed, immutable, no TTL;
@@ -46,22 +46,22 @@ from collections.abc import Sequence
 
 import requests
 
-from noe_core.cache import SingleFlight
 from noe_core.credentials.keychain import Credential, Keychain, unique
-from noe_core.deadline import Clock, Deadline
 from noe_core.errors import DeadlineExceeded, DigestMismatch, NoeError, RegistryError
-from noe_core.hostmatch import host_glob_matches
-from noe_core.lookup import ImagePlatforms
-from noe_core.manifest import ACCEPT_MANIFESTS, sha256_digest
-from noe_core.observer import NullObserver, RegistryObserver
-from noe_core.reference import Reference, parse_reference
+from noe_core.image.image_platforms import ImagePlatforms
+from noe_core.image.manifest import ACCEPT_MANIFESTS, sha256_digest
+from noe_core.name.hostmatch import host_glob_matches
+from noe_core.name.reference import Reference, parse_reference
 from noe_core.registry.access import AccessGrants
-from noe_core.registry.layered_cache import FailureKey, LayeredCache, SharedLevel
+from noe_core.registry.cache.layers import FailureKey, LayeredCache, SharedLevel
 from noe_core.registry.manifest_walk import ManifestWalk
+from noe_core.registry.observer import NullObserver, RegistryObserver
 from noe_core.registry.sender import make_session, status_error
+from noe_core.registry.settings import RegistrySettings
+from noe_core.registry.tracer import NULL_TRACER, Span, Tracer
 from noe_core.registry.transport import Transport
-from noe_core.registry_settings import RegistrySettings
-from noe_core.tracer import NULL_TRACER, Span, Tracer
+from noe_core.util.deadline import Clock, Deadline
+from noe_core.util.lru import SingleFlight
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ What go-containerregistry splits into its ``schemer`` and ``retry`` wrappers:
   dropped whenever the target is another origin; HTTPS never downgrades to
   HTTP except for insecure hosts;
 * **retries** with exponential backoff for 5xx, 429, timeouts and broken-off
-  connections, only while the :class:`~noe_core.deadline.Deadline` allows;
+  connections, only while the :class:`~noe_core.util.deadline.Deadline` allows;
   ``Retry-After`` is honoured only when it fits; connect/read timeouts derive
   from it. What cannot recover within an admission fails at once: an unknown
   host, a refused connection, a TLS verification failure (and, above this
@@ -39,16 +39,16 @@ import requests.adapters
 import urllib3.connection
 import urllib3.connectionpool
 
-from noe_core.cache import LRUCache
-from noe_core.deadline import Clock, Deadline
 from noe_core.errors import DeadlineExceeded, InvalidSettings, ManifestError, RegistryError, TLSFailure
-from noe_core.hostmatch import host_glob_matches
-from noe_core.observer import NullObserver, RegistryObserver
-from noe_core.reference import Reference
+from noe_core.name.hostmatch import host_glob_matches
+from noe_core.name.reference import Reference
 from noe_core.registry import watchdog
-from noe_core.registry_settings import RegistrySettings
-from noe_core.safe_load import load_json
-from noe_core.tracer import NULL_TRACER, Span, Tracer, request_attributes
+from noe_core.registry.observer import NullObserver, RegistryObserver
+from noe_core.registry.settings import RegistrySettings
+from noe_core.registry.tracer import NULL_TRACER, Span, Tracer, request_attributes
+from noe_core.util.deadline import Clock, Deadline
+from noe_core.util.lru import LRUCache
+from noe_core.util.safe_load import load_json
 
 log = logging.getLogger(__name__)
 

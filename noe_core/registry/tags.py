@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, quote, urlsplit
 
 from noe_core.credentials.keychain import Keychain
-from noe_core.deadline import Deadline
 from noe_core.errors import RegistryError
-from noe_core.reference import Reference
+from noe_core.name.reference import Reference
 from noe_core.registry.resolver import Resolver
 from noe_core.registry.sender import status_error
-from noe_core.safe_load import load_json
+from noe_core.util.deadline import Deadline
+from noe_core.util.safe_load import load_json
 
 PAGE_SIZE = 100
 """Tags asked for per page (Docker Hub's largest page)."""

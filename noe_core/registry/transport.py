@@ -27,17 +27,17 @@ from collections.abc import Sequence
 
 import requests
 
-from noe_core.cache import LRUCache
 from noe_core.credentials.keychain import Credential
-from noe_core.deadline import Clock, Deadline
 from noe_core.errors import AuthError, TLSFailure
-from noe_core.hostmatch import parse_image_pattern
-from noe_core.observer import NullObserver, RegistryObserver
-from noe_core.reference import Reference
+from noe_core.name.hostmatch import parse_image_pattern
+from noe_core.name.reference import Reference
 from noe_core.registry.auth import OAUTH_CLIENT_ID, Authenticator, Candidate
+from noe_core.registry.observer import NullObserver, RegistryObserver
 from noe_core.registry.sender import HTTPResult, Sender, Sleep, make_session, status_error, trusting_adapter
-from noe_core.registry_settings import RegistrySettings
-from noe_core.tracer import NULL_TRACER, Tracer
+from noe_core.registry.settings import RegistrySettings
+from noe_core.registry.tracer import NULL_TRACER, Tracer
+from noe_core.util.deadline import Clock, Deadline
+from noe_core.util.lru import LRUCache
 
 __all__ = [
     "OAUTH_CLIENT_ID",

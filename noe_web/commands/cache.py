@@ -1,9 +1,9 @@
 """The shared registry cache levels as the commands open them, and ``noe cache`` for operators.
 
-``noe serve`` opens one :class:`~noe_core.registry.cache_store.CacheStore` per worker on the
+``noe serve`` opens one :class:`~noe_core.registry.cache.sqlite.CacheStore` per worker on the
 same file under ``--cache-dir`` (default ``--state-dir``), so every worker and the next start
 see what one of them fetched. With ``--cache-url`` (``noe serve``, ``noe controller``,
-``noe report``) a :class:`~noe_core.registry.redis_cache.RedisCache` stands behind it, shared by
+``noe report``) a :class:`~noe_core.registry.cache.redis.RedisCache` stands behind it, shared by
 every replica and rollout (``shared_cache_config`` reads its flags once, ``open_shared``
 connects, in :mod:`noe_web.commands.shared_cache`). ``noe cache stats|list|purge`` read and
 trim the node's file while the webhook runs (SQLite WAL: they never block it for long) — or,
@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING
 
 from noe_core.cli.parser import add_flags
 from noe_core.errors import InvalidSettings, NoeError
-from noe_core.reference import parse_reference
-from noe_core.registry.cache_rows import from_row
-from noe_core.registry.cache_store import CachedImage, CacheStore, open_store
-from noe_core.registry_settings import RegistrySettings
+from noe_core.name.reference import parse_reference
+from noe_core.registry.cache.rows import from_row
+from noe_core.registry.cache.sqlite import CachedImage, CacheStore, open_store
+from noe_core.registry.settings import RegistrySettings
 from noe_web.commands.config import default_state_dir
 from noe_web.commands.flags import CACHE_FLAGS
 from noe_web.commands.shared_cache import open_shared, shared_cache_config
 
 if TYPE_CHECKING:
-    from noe_core.registry.redis_cache import RedisCache
+    from noe_core.registry.cache.redis import RedisCache
 
 
 def cache_dir(ns: argparse.Namespace) -> Path:

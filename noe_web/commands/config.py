@@ -20,7 +20,7 @@ from noe_core.cli.flags import POLICY_FILE
 from noe_core.cli.parser import add_flags, require, usage_error
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
-from noe_core.settings import PolicySettings
+from noe_core.policies.settings import PolicySettings
 from noe_web.commands.flags import (
     BIND,
     CERT_DIR,
@@ -76,7 +76,7 @@ class ServeConfig:
     log_level: str
     log_format: str
     policy: PolicySettings
-    registry: Any  # noe_core.registry_settings.RegistrySettings
+    registry: Any  # noe_core.registry.settings.RegistrySettings
     node_keychain: Any  # noe_core.credentials.keychain.Keychain | None
     shared_cache: Any  # noe_web.commands.cache.SharedCacheConfig | None
     args: argparse.Namespace
@@ -102,7 +102,7 @@ class ServeConfig:
             node_keychain_from_args,
             registry_settings_from_args,
         )
-        from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
+        from noe_core.image.declared import StaticPlatforms  # noqa: PLC0415
 
         bind_host, bind_port = ns.bind
         metrics_host: str | None = None

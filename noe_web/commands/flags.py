@@ -29,7 +29,7 @@ from noe_core.cli.values import (
     SecretURL,
     Text,
 )
-from noe_core.policy import MAX_WARNING
+from noe_core.placement.rules import MAX_WARNING
 from noe_web.logs import LOG_FORMATS
 
 DEFAULT_BIND = "0.0.0.0:8443"

@@ -60,7 +60,7 @@ def _emit(doc: dict[str, Any]) -> None:
 
 def build_app(config: ServeConfig, api: Any) -> Any:
     """Everything one worker needs, and the Flask app around it (called after the fork)."""
-    from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
+    from noe_core.image.declared import StaticPlatforms  # noqa: PLC0415
     from noe_core.registry.resolver import Resolver  # noqa: PLC0415
     from noe_core.registry.transport import make_session  # noqa: PLC0415
     from noe_web.kube.client import KubeClient  # noqa: PLC0415

@@ -4,7 +4,7 @@
 (:data:`~noe_web.commands.flags.SHARED_CACHE_FLAGS`) into one :class:`SharedCacheConfig`:
 a malformed URL, a missing or short key, or a CA file without TLS is a usage error of one
 line (exit 2) that never shows the password. :func:`open_shared` builds the
-:class:`~noe_core.registry.redis_cache.RedisCache` for this process (``redis`` is imported
+:class:`~noe_core.registry.cache.redis.RedisCache` for this process (``redis`` is imported
 only then).
 """
 
@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from noe_core.cache_url import CacheURL
 from noe_core.cli.parser import require, usage_error
 from noe_core.errors import InvalidSettings
-from noe_core.registry_settings import RegistrySettings
+from noe_core.registry.cache.url import CacheURL
+from noe_core.registry.settings import RegistrySettings
 from noe_web.commands.flags import CACHE_CA_FILE, CACHE_KEY_FILE, CACHE_URL
 
 if TYPE_CHECKING:
-    from noe_core.registry.redis_cache import RedisCache, RedisObserver
+    from noe_core.registry.cache.redis import RedisCache, RedisObserver
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def shared_cache_config(ns: argparse.Namespace) -> SharedCacheConfig | None:
             "replica mounts from the same Secret (credential fingerprints must agree across replicas)"
         )
     try:
-        from noe_core.registry.redis_cache import SharedKeyError, load_shared_key  # noqa: PLC0415
+        from noe_core.registry.cache.redis import SharedKeyError, load_shared_key  # noqa: PLC0415
     except ImportError as exc:  # the redis client is an extra
         raise InvalidSettings(
             f"argument {CACHE_URL.name}: needs the redis client: pip install 'noe-webhook[redis]' "
@@ -81,7 +81,7 @@ def open_shared(
     """The Redis level for this process (off, and reconnecting, when Redis does not answer yet)."""
     if config is None:
         return None
-    from noe_core.registry.redis_cache import RedisCache, RedisLimits  # noqa: PLC0415
+    from noe_core.registry.cache.redis import RedisCache, RedisLimits  # noqa: PLC0415
 
     limits = RedisLimits(settings.max_cached_images, settings.max_cached_tags, settings.cache_ttl)
     return RedisCache(

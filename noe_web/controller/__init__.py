@@ -6,8 +6,8 @@ the leader Lease (:mod:`.leader`) it evicts owned pods bound to a node their
 images cannot run on and reports ``exec format error`` (:mod:`.reconciler`),
 finishes the placement of pods the webhook gated (:mod:`.gates`), and writes
 each placement policy's status (:mod:`.policy_status`). It
-decides with the webhook's own code: :func:`noe_core.workload.read_workload`,
-:func:`noe_core.policy.place`, the same registry client and pull-secret
+decides with the webhook's own code: :func:`noe_core.k8s.workload.read_workload`,
+:func:`noe_core.placement.rules.place`, the same registry client and pull-secret
 reading, the same policy and registry flags. It imports the Kubernetes API
 client (:mod:`noe_web.kube.client`), never Flask or gunicorn.
 """

@@ -21,7 +21,7 @@ from typing import Any
 from noe_core.cli.parser import add_flags, require
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
-from noe_core.settings import PolicySettings
+from noe_core.policies.settings import PolicySettings
 from noe_web.commands.flags import IMAGE_PLATFORMS, KUBECONFIG
 from noe_web.controller.flags import (
     CONTROLLER_CACHE_FLAGS,
@@ -97,7 +97,7 @@ class ControllerConfig:
             node_keychain_from_args,
             registry_settings_from_args,
         )
-        from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
+        from noe_core.image.declared import StaticPlatforms  # noqa: PLC0415
 
         lease, renew, retry = ns.lease_duration, ns.renew_deadline, ns.retry_period
         if not 0 < retry * JITTER < renew < lease:
@@ -189,7 +189,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
     """Build and start everything (raises ``OSError`` when the metrics port cannot be bound)."""
     import concurrent.futures  # noqa: PLC0415
 
-    from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
+    from noe_core.image.declared import StaticPlatforms  # noqa: PLC0415
     from noe_core.registry.lookup_service import LookupService  # noqa: PLC0415
     from noe_core.registry.resolver import Resolver  # noqa: PLC0415
     from noe_core.registry.transport import make_session  # noqa: PLC0415

@@ -2,7 +2,7 @@
 
 A gated pod is read again in full, its images looked up without an admission
 deadline (each attempt bounded by ``--lookup-timeout``, retried with backoff
-while failures are temporary), and decided by :func:`noe_core.policy.place`,
+while failures are temporary), and decided by :func:`noe_core.placement.rules.place`,
 the webhook's own function, with the settings the pod's placement policies give
 it now (the same merge as the webhook; the policies' annotation is brought up
 to date in the same patch). Its patch only adds what Kubernetes lets a gated
@@ -25,17 +25,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from noe_core.deadline import Deadline
 from noe_core.errors import InvalidObject
-from noe_core.gate import SCHEDULING_GATE, gates_of, remove_gate_operation, temporary_failures
-from noe_core.lookup import LookupFailure
-from noe_core.placement_session import PlacementSession
+from noe_core.image.image_platforms import LookupFailure
+from noe_core.k8s.workload import POD, read_workload
+from noe_core.placement.gate import SCHEDULING_GATE, gates_of, remove_gate_operation, temporary_failures
+from noe_core.placement.rules import lookup_images, place
+from noe_core.placement.session import PlacementSession
 from noe_core.policies.merge import MergedSettings, PolicySource
+from noe_core.policies.settings import PolicySettings
 from noe_core.policies.trail import trail_operations
-from noe_core.policy import lookup_images, place
 from noe_core.registry.lookup_service import LookupService
-from noe_core.settings import PolicySettings
-from noe_core.workload import POD, read_workload
+from noe_core.util.deadline import Deadline
 from noe_web.controller.actions import Actions, NotLeader, PodChanged, pod_path
 from noe_web.controller.metrics import ControllerMetrics
 from noe_web.kube.client import KubeClient

@@ -2,7 +2,7 @@
 
 When the controller sees a container fail with ``exec format error`` on a node
 of architecture A, the digest in its status's ``imageID`` is recorded as not
-running on A (:func:`noe_core.learned_platforms.recorded`) in the ConfigMap of
+running on A (:func:`noe_core.image.learned.recorded`) in the ConfigMap of
 noe's namespace (``--noe-namespace``). The write is a read-modify-write with
 the resourceVersion read: when another writer got there first (409), the
 ConfigMap is read again and the change made again, so no update is lost. Only
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from noe_core.learned_platforms import CONFIGMAP, digest_of_image_id, recorded
+from noe_core.image.learned import CONFIGMAP, digest_of_image_id, recorded
 from noe_web.controller.actions import Actions, NotLeader
 from noe_web.kube.client import KubeClient
 from noe_web.kube.errors import Conflict, KubeError, NotFound

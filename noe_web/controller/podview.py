@@ -16,12 +16,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from noe_core.gate import SCHEDULING_GATE, gates_of
-from noe_core.node_platform import OS_LABEL, NodePlatform
-from noe_core.owners import POD_TEMPLATE_HASH
-from noe_core.platform import normalize_architecture, normalize_os
+from noe_core.image.node_platform import ARCH_LABEL, OS_LABEL, NodePlatform
+from noe_core.image.platform import normalize_architecture, normalize_os
+from noe_core.k8s.owners import POD_TEMPLATE_HASH
+from noe_core.placement.gate import SCHEDULING_GATE, gates_of
 from noe_core.policies.rollout import ROLLOUT_LABEL
-from noe_core.scheduling import ARCH_LABEL
 
 EXEC_FORMAT_ERROR = "exec format error"
 MAX_MESSAGE = 512
@@ -63,7 +62,7 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, A
     """The fields of a Pod the controller reads, in the Pod's own shape (so ``read_workload`` takes it).
 
     ``keep_requests`` also keeps the containers' resources, sidecar restart policies and the
-    pod's overhead and resources: what :func:`noe_core.resources.pod_requests` reads.
+    pod's overhead and resources: what :func:`noe_core.k8s.resources.pod_requests` reads.
     """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}

@@ -5,7 +5,7 @@ the pods of the watch cache are read into workloads (top owners from owner
 references and the controllers' naming rules; requests as the scheduler counts
 them), their images judged with the controller's own lookups (warm images cost
 nothing; cold ones are read with the pods' pull secrets), and the PolicyReport
-of each namespace (:mod:`noe_core.policy_report`, named ``noe-<target>``) is
+of each namespace (:mod:`noe_core.report.policy_reports`, named ``noe-<target>``) is
 built. Only a namespace whose results changed is written — timestamps aside —
 through :class:`~noe_web.controller.actions.Actions`, the controller's only
 writer. A namespace whose last workload went away gets an empty report. On
@@ -23,14 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from noe_core.deadline import Deadline
 from noe_core.errors import InvalidObject
-from noe_core.lookup import ImagePlatforms, Lookup
-from noe_core.owners import Owners
-from noe_core.policy_report import API_VERSION, namespace_report, policy_reports, report_name, same_results
+from noe_core.image.image_platforms import ImagePlatforms, Lookup
+from noe_core.k8s.owners import Owners
+from noe_core.policies.settings import PolicySettings
 from noe_core.registry.lookup_service import LookupService
-from noe_core.report import DEFAULT_ARCHITECTURES, PodEntry, build_report, read_pod
-from noe_core.settings import PolicySettings
+from noe_core.report.build import DEFAULT_ARCHITECTURES, PodEntry, build_report, read_pod
+from noe_core.report.policy_reports import API_VERSION, namespace_report, policy_reports, report_name, same_results
+from noe_core.util.deadline import Deadline
 from noe_web.controller.actions import Actions, NotLeader, policy_reports_path
 from noe_web.controller.background import Background
 from noe_web.kube.errors import Conflict, KubeError, NotFound

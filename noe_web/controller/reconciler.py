@@ -9,7 +9,7 @@ For each pod that changed (and every pod when this process becomes leader):
   a Warning ``ExecFormatError`` naming the container, its image and the node's
   architecture;
 * a pod bound to a node whose architecture or OS is not offered by every image
-  that could be inspected (:func:`noe_core.compatibility.unsupported_images`,
+  that could be inspected (:func:`noe_core.placement.compatibility.unsupported_images`,
   the policy's own reading of the platforms, with the platforms the pod's
   placement policies declare, as the webhook read them) is *misplaced*.
 
@@ -37,14 +37,14 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from noe_core.compatibility import unsupported_images
-from noe_core.deadline import Deadline
 from noe_core.errors import InvalidObject
-from noe_core.object_meta import read_object_meta
+from noe_core.k8s.object_meta import read_object_meta
+from noe_core.k8s.workload import POD, read_workload
+from noe_core.placement.compatibility import unsupported_images
 from noe_core.policies.merge import PolicySource
+from noe_core.policies.settings import PolicySettings
 from noe_core.registry.lookup_service import LookupService
-from noe_core.settings import PolicySettings
-from noe_core.workload import POD, read_workload
+from noe_core.util.deadline import Deadline
 from noe_web.controller.actions import Actions, EvictOutcome, pod_path
 from noe_web.controller.eviction_record import EvictionKey
 from noe_web.controller.gates import GateFinisher, created_at

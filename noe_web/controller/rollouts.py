@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from noe_core.errors import InvalidObject
-from noe_core.object_meta import read_object_meta
+from noe_core.k8s.object_meta import read_object_meta
 from noe_core.policies.merge import MergedSettings
 from noe_core.policies.objects import API_VERSION, PLURALS, PolicyRef
 from noe_core.policies.rollback import Group, PodHealth, Tally, Verdict, is_failing, rollback_verdict
 from noe_core.policies.rollout import CONTROL, ROLLOUT_LABEL, workload_of
-from noe_core.settings import PolicySettings
+from noe_core.policies.settings import PolicySettings
 from noe_web.controller.actions import Actions, NotLeader
 from noe_web.controller.background import Background
 from noe_web.controller.metrics import ControllerMetrics

@@ -26,12 +26,12 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InsecureRequestWarning
 
-from noe_core.cache import LRUCache, SingleFlight
-from noe_core.deadline import Deadline
 from noe_core.errors import DeadlineExceeded
-from noe_core.safe_load import load_json_cut
-from noe_core.tracer import NULL_TRACER, Span, Tracer, request_attributes
-from noe_core.watched_file import WatchedFiles
+from noe_core.registry.tracer import NULL_TRACER, Span, Tracer, request_attributes
+from noe_core.util.deadline import Deadline
+from noe_core.util.lru import LRUCache, SingleFlight
+from noe_core.util.safe_load import load_json_cut
+from noe_core.util.watched_file import WatchedFiles
 from noe_web.kube.config import ApiConfig, build_ssl_context
 from noe_web.kube.errors import (
     CredentialPluginFailed,

@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
-from noe_core import fields
 from noe_core.errors import InvalidSettings
-from noe_core.safe_load import TooComplex, load_yaml
+from noe_core.util import fields
+from noe_core.util.safe_load import TooComplex, load_yaml
 from noe_web.kube.exec_plugin import ExecPlugin
 
 log = logging.getLogger("noe.kube")

@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from noe_core.object_meta import ObjectMeta
-from noe_core.printable import printable
+from noe_core.k8s.object_meta import ObjectMeta
+from noe_core.util.printable import printable
 
 log = logging.getLogger("noe.events")
 

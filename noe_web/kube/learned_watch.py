@@ -2,7 +2,7 @@
 
 ``noe controller`` records there each image digest an ``exec format error``
 proved not to run on an architecture (:mod:`noe_web.controller.learning`).
-This watch keeps the current entries (:class:`~noe_core.learned_platforms.LearnedPlatforms`)
+This watch keeps the current entries (:class:`~noe_core.image.learned.LearnedPlatforms`)
 that every admission applies to its lookups: the architecture is taken out of
 the digest it concerns, with a warning. A deleted entry (or ConfigMap) undoes
 it as soon as its watch event arrives. Only ConfigMaps of noe's namespace are
@@ -15,7 +15,7 @@ import logging
 from typing import Any
 from urllib.parse import quote
 
-from noe_core.learned_platforms import CONFIGMAP, LearnedPlatforms, read_learned
+from noe_core.image.learned import CONFIGMAP, LearnedPlatforms, read_learned
 from noe_web.kube.client import KubeClient
 from noe_web.kube.informer import Informer, Key
 

@@ -6,7 +6,7 @@ Windows build and x86-64 labels do not change while it runs, so an answer is
 kept for ``ttl`` seconds (failures for a few). The read is bounded by what is
 left of the admission's deadline and never raises: any failure (no API access,
 RBAC without ``get`` on nodes, a missing node, a slow API) becomes a
-:class:`~noe_core.ephemeral.NodeFailure` the policy turns into a warning.
+:class:`~noe_core.placement.ephemeral.NodeFailure` the policy turns into a warning.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from noe_core.cache import LRUCache
-from noe_core.deadline import Deadline
-from noe_core.ephemeral import NodeFailure
-from noe_core.node_platform import NodePlatform
+from noe_core.image.node_platform import NodePlatform
+from noe_core.placement.ephemeral import NodeFailure
+from noe_core.util.deadline import Deadline
+from noe_core.util.lru import LRUCache
 from noe_web.kube.client import KubeClient
 from noe_web.kube.errors import KubeError
 

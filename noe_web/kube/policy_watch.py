@@ -50,8 +50,8 @@ from noe_core.policies.objects import (
     PolicyRef,
     with_status,
 )
+from noe_core.policies.settings import PolicySettings
 from noe_core.policies.status import Verdict, judge
-from noe_core.settings import PolicySettings
 from noe_web.kube.client import KubeClient
 from noe_web.kube.errors import KubeError
 from noe_web.kube.informer import Informer, Key

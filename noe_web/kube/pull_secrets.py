@@ -23,7 +23,7 @@ from typing import Any
 from noe_core.credentials.docker_config import keychain_from_pull_secret
 from noe_core.credentials.keychain import Keychain, MultiKeychain
 from noe_core.errors import CredentialError
-from noe_core.policy import limit_warning
+from noe_core.placement.rules import limit_warning
 from noe_core.registry.lookup_service import PullSecrets
 from noe_web.kube.client import KubeClient
 from noe_web.kube.errors import Forbidden, KubeError, NotFound

@@ -6,5 +6,5 @@
 * :mod:`.table` — the terminal table and the number formats;
 * :mod:`.html` — the self-contained HTML page (``templates/report.html.j2``).
 
-The answer itself is computed by :mod:`noe_core.report`, with no I/O.
+The answer itself is computed by :mod:`noe_core.report.build`, with no I/O.
 """

@@ -53,10 +53,10 @@ from noe_core import (
 from noe_core.cli.flags import LOOKUP_TIMEOUT, PLATFORMS, add_flags, require
 from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
-from noe_core.lookup import LookupResult
-from noe_core.planner import choose_target, with_plan
-from noe_core.pricing import Prices
-from noe_core.report import DEFAULT_ARCHITECTURES, Report, build_report
+from noe_core.image.image_platforms import LookupResult
+from noe_core.report.build import DEFAULT_ARCHITECTURES, Report, build_report
+from noe_core.report.planner import choose_target, with_plan
+from noe_core.report.pricing import Prices
 from noe_web.commands.flags import (
     API_TIMEOUT,
     CONCURRENCY,
@@ -257,7 +257,7 @@ def _render(report: Report, output: str, top: int) -> str:
 
         return render_csv(report)
     if output == "policyreport":
-        from noe_core.policy_report import policy_reports  # noqa: PLC0415
+        from noe_core.report.policy_reports import policy_reports  # noqa: PLC0415
 
         assert report.plan is not None  # a target was required before the lookups
         reports = policy_reports(report, report.plan.target, seconds=int(time.time()))

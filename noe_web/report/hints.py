@@ -1,7 +1,7 @@
 """Newer-tag hints for the rebuild plan: "upgrade to 1.2.0 to unlock arm64" instead of a rebuild.
 
 For each image of the plan that is a ``name:tag`` whose tag is a version
-(:mod:`noe_core.versions`), the repository's tags are listed once
+(:mod:`noe_core.report.version_tags`), the repository's tags are listed once
 (:func:`noe_core.registry.tags.list_tags`), the newer tags of the same shape
 are taken lowest first, and at most :data:`MAX_CANDIDATES` of them are
 inspected, in order, until one offers the target under rule 4. Nothing at all
@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from noe_core import Deadline, LookupFailure, NoeError, PolicySettings
-from noe_core.plan import Upgrade, canonical_image
-from noe_core.policy import image_architectures
-from noe_core.reference import Reference, parse_reference
+from noe_core.name.reference import Reference, parse_reference
+from noe_core.placement.rules import image_architectures
 from noe_core.registry.lookup_service import LookupService
-from noe_core.versions import newer_tags, parse_version
+from noe_core.report.plan import Upgrade, canonical_image
+from noe_core.report.version_tags import newer_tags, parse_version
 
 MAX_CANDIDATES = 5
 """Newer tags inspected per image at most, lowest first."""

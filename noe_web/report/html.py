@@ -17,7 +17,7 @@ from markupsafe import Markup
 from pygal.etree import etree as pygal_etree
 from pygal.style import Style
 
-from noe_core.report import Report, Totals
+from noe_core.report.build import Report, Totals
 from noe_web.report.table import human_bytes, human_cores, human_money, percent
 
 RUNNABLE, BLOCKED, UNKNOWN = "#2e7d32", "#c62828", "#9e9e9e"

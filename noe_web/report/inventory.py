@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from noe_core import InvalidObject
-from noe_core.learned_platforms import CONFIGMAP, LearnedPlatforms, read_learned
-from noe_core.owners import INTERMEDIATE_KINDS, Owners
-from noe_core.report import PodEntry, read_pod
+from noe_core.image.learned import CONFIGMAP, LearnedPlatforms, read_learned
+from noe_core.k8s.owners import INTERMEDIATE_KINDS, Owners
+from noe_core.report.build import PodEntry, read_pod
 
 
 @dataclass(frozen=True)

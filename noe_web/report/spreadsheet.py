@@ -16,9 +16,9 @@ from __future__ import annotations
 import csv
 import io
 
-from noe_core.pricing import money
-from noe_core.report import Report, WorkloadReport
-from noe_core.resources import cores
+from noe_core.k8s.resources import cores
+from noe_core.report.build import Report, WorkloadReport
+from noe_core.report.pricing import money
 
 _MARK = {"runnable": "yes", "blocked": "no", "unknown": "unknown"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from noe_core.pricing import money
-from noe_core.report import Report, WorkloadReport
-from noe_core.resources import cores
+from noe_core.k8s.resources import cores
+from noe_core.report.build import Report, WorkloadReport
+from noe_core.report.pricing import money
 
 
 def human_bytes(value: int) -> str:

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from noe_core.errors import InvalidSettings
-from noe_core.watched_file import WatchedFiles
+from noe_core.util.watched_file import WatchedFiles
 
 log = logging.getLogger("noe.tls")
 
@@ -253,7 +253,7 @@ class ReloadingContext:
     ``get()`` costs two ``stat`` calls when nothing changed. It is safe to call
     from many threads. If the new files cannot be loaded (a renewal caught
     half-way), the previous context is kept until the files change again
-    (see :mod:`noe_core.watched_file`).
+    (see :mod:`noe_core.util.watched_file`).
     """
 
     def __init__(self, cert_file: Path | str, key_file: Path | str) -> None:

@@ -8,5 +8,5 @@
   only when tracing is on).
 
 The registry client and the Kubernetes client open their spans through
-:class:`noe_core.tracer.Tracer`, so ``noe_core`` never imports OpenTelemetry.
+:class:`noe_core.registry.tracer.Tracer`, so ``noe_core`` never imports OpenTelemetry.
 """

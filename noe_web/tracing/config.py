@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from noe_core.comma_list import parse_comma_list
+from noe_core.util.comma_list import parse_comma_list
 from noe_web.tracing.hooks import NO_TRACING, WebhookTracing
 
 EXTRA = "pip install 'noe-webhook[tracing]'"

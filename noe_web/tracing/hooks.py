@@ -4,7 +4,7 @@ The admission's own span wraps each ``POST /mutate`` (:meth:`WebhookTracing.admi
 continuing the caller's W3C ``traceparent``); the admission fills in what it decided
 (:meth:`WebhookTracing.admitted`); the worker flushes what is not exported yet when
 it stops (:meth:`WebhookTracing.shutdown`). Every other span is the
-:class:`~noe_core.tracer.Tracer`'s. Off, each of these is one method call that
+:class:`~noe_core.registry.tracer.Tracer`'s. Off, each of these is one method call that
 returns at once: no OpenTelemetry module is imported and no thread is started.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from noe_core.admission import Admission
-from noe_core.tracer import NULL_SPAN, NullSpan, NullTracer, Span, Tracer
+from noe_core.admission.review import Admission
+from noe_core.registry.tracer import NULL_SPAN, NullSpan, NullTracer, Span, Tracer
 
 
 class Counts(Protocol):

@@ -42,10 +42,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from noe_core.admission import Admission
+from noe_core.admission.review import Admission
 from noe_core.errors import NoeError
-from noe_core.tracer import Attributes, AttributeValue
-from noe_core.version import installed_version
+from noe_core.registry.tracer import Attributes, AttributeValue
+from noe_core.util.installed_version import installed_version
 from noe_web.kube.errors import KubeError
 from noe_web.tracing.hooks import Counts
 
@@ -93,7 +93,7 @@ _ENVIRON = _EnvironGetter()
 
 
 class _Span:
-    """A :class:`noe_core.tracer.Span` over an OpenTelemetry span."""
+    """A :class:`noe_core.registry.tracer.Span` over an OpenTelemetry span."""
 
     __slots__ = ("_span",)
 
@@ -129,7 +129,7 @@ class OtelTracing:
             provider.add_span_processor(BatchSpanProcessor(exporter()))
         return cls(provider, propagate.get_global_textmap())
 
-    # -- noe_core.tracer.Tracer ----------------------------------------------------------
+    # -- noe_core.registry.tracer.Tracer ----------------------------------------------------------
     @contextmanager
     def span(self, name: str, attributes: Attributes | None = None, *, client: bool = False) -> Iterator[_Span]:
         kind = SpanKind.CLIENT if client else SpanKind.INTERNAL

@@ -2,9 +2,9 @@
 
 The web layer hands a decoded AdmissionReview to :meth:`AdmissionService.review`
 and serialises what comes back. Every step that can be slow is bounded by one
-:class:`~noe_core.deadline.Deadline` of ``--admission-deadline`` seconds:
+:class:`~noe_core.util.deadline.Deadline` of ``--admission-deadline`` seconds:
 
-The admission itself is :func:`noe_core.admission.admit`, the same function
+The admission itself is :func:`noe_core.admission.review.admit`, the same function
 ``noe mutate`` calls; this service supplies its ``inspect``:
 
 1. ``admit`` reads the object once, gets the pod's settings from the flags and
@@ -40,14 +40,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from noe_core.admission import Admission, admit, parse_admission_review
-from noe_core.deadline import Deadline
-from noe_core.gate import OnLookupFailure
-from noe_core.lookup import LookupFailure, LookupRequest, LookupResult
-from noe_core.platforms_file import StaticPlatforms
+from noe_core.admission.review import Admission, admit, parse_admission_review
+from noe_core.image.declared import StaticPlatforms
+from noe_core.image.image_platforms import LookupFailure, LookupRequest, LookupResult
 from noe_core.policies.merge import PolicySource
+from noe_core.policies.settings import OnLookupFailure, PolicySettings
 from noe_core.registry.lookup_service import LookupService, PlatformResolver
-from noe_core.settings import PolicySettings
+from noe_core.util.deadline import Deadline
 from noe_web.kube.client import KubeClient
 from noe_web.kube.events import (
     NORMAL,

@@ -41,7 +41,8 @@ def _probe(statement: str) -> dict[str, object]:
     [
         "import noe_core",
         "from noe_core import decide, make_patch, parse_reference, parse_manifest",
-        "import noe_core.policy, noe_core.admission, noe_core.testing, noe_core.manifest, noe_core.platforms_file",
+        "import noe_core.placement.rules, noe_core.admission.review, noe_core.testing",
+        "import noe_core.image.manifest, noe_core.image.declared",
         "import noe_core.cli",
     ],
 )

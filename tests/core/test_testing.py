@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.admission import parse_admission_review
-from noe_core.lookup import ImagePlatforms, LookupFailure
+from noe_core.admission.review import parse_admission_review
+from noe_core.image.image_platforms import ImagePlatforms, LookupFailure
 
 AMD = testing.node("n-amd", "amd64", labels={"zone": "z1", "gen": "5"})
 ARM = testing.node("n-arm", "arm64", labels={"zone": "z2"})
@@ -137,7 +137,7 @@ def test_daemonset_and_unknown_operator() -> None:
 
 def test_policy_builders_are_judged_as_in_the_cluster() -> None:
     from noe_core.errors import InvalidPolicy
-    from noe_core.settings import PolicySettings
+    from noe_core.policies.settings import PolicySettings
 
     policies = testing.policies(
         testing.cluster_policy("base", {"priority": 3}, strict=True),

@@ -388,8 +388,8 @@ def _run_test_pod(pod: dict[str, Any], api_url: str, sa_dir: Path) -> subprocess
 
 def test_helm_test_sends_a_dry_run_pod_through_the_webhook(tmp_path: Path) -> None:
     """The test pod's script, run against an API server that calls noe's real admission for dry-run pods."""
-    from noe_core.platforms_file import StaticPlatforms
-    from noe_core.settings import PolicySettings
+    from noe_core.image.declared import StaticPlatforms
+    from noe_core.policies.settings import PolicySettings
     from noe_web.metrics import Metrics
     from noe_web.webhook.admission import AdmissionService
     from noe_web.webhook.app import Services, create_app

@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from noe_core.platform import ARCHITECTURE_ALIASES, KNOWN_ARCHITECTURES
+from noe_core.image.platform import ARCHITECTURE_ALIASES, KNOWN_ARCHITECTURES
 from tests.support.cel_cost import PER_CRD_LIMIT, PER_RULE_LIMIT, crd_total, refusal, rule_costs
 from tests.support.chart import CHART
 from tests.support.crd_schema import problems, version_schema

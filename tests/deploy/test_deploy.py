@@ -761,7 +761,7 @@ def test_per_object_labels_and_annotations() -> None:
 
 
 def test_image_platforms_configmap_is_the_platforms_file_format(tmp_path: Path) -> None:
-    from noe_core.platforms_file import StaticPlatforms
+    from noe_core.image.declared import StaticPlatforms
 
     cm = one(render("everything"), "ConfigMap")
     path = tmp_path / "platforms.json"
@@ -863,7 +863,12 @@ def test_package_builds_from_only_what_the_dockerfile_copies(tmp_path: Path) -> 
     sdist = next((tmp_path / "dist").glob("noe*webhook-*.tar.gz"))
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"noe_web/commands/certs.py", "noe_web/commands/__init__.py", "noe_core/policy.py", "setup.cfg"} <= names
+    assert {
+        "noe_web/commands/certs.py",
+        "noe_web/commands/__init__.py",
+        "noe_core/placement/rules.py",
+        "setup.cfg",
+    } <= names
     assert "noe = noe_web.commands:main" in (context / "setup.cfg").read_text()
 
 
@@ -883,7 +888,7 @@ def _example_images() -> set[str]:
 
 
 def test_platforms_file_covers_every_example_image() -> None:
-    from noe_core.platforms_file import StaticPlatforms
+    from noe_core.image.declared import StaticPlatforms
 
     static = StaticPlatforms.load(EXAMPLES / "platforms.json")
     raw = json.loads((EXAMPLES / "platforms.json").read_text())

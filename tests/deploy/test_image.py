@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from noe_core.version import DISTRIBUTION
+from noe_core.util.installed_version import DISTRIBUTION
 from tests.support.image_base import BuildahStore, host_arch, local_base, run_tool
 from tests.support.image_release import (
     MUTATE_EXAMPLE,

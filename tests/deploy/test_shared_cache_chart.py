@@ -17,8 +17,8 @@ import pytest
 import redis
 import yaml
 
-from noe_core.cache_url import parse_cache_url
-from noe_core.registry.redis_cache import RedisCache, RedisLimits
+from noe_core.registry.cache.redis import RedisCache, RedisLimits
+from noe_core.registry.cache.url import parse_cache_url
 from noe_web.commands import build_parser
 from tests.support.chart import CHART, KUBE_VERSIONS, NAMESPACE, RELEASE, find, flag_values, one, validate
 from tests.support.helm import run_helm

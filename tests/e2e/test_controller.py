@@ -25,11 +25,11 @@ import pytest
 import requests
 import yaml
 
-from noe_core.gate import SCHEDULING_GATE
+from noe_core.placement.gate import SCHEDULING_GATE
+from noe_core.policies.settings import PolicySettings
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
-from noe_core.settings import PolicySettings
 from noe_core.testing import admission_review, node, pod, schedulable
 from noe_web.controller.command import Running
 from noe_web.kube.client import KubeClient
@@ -823,7 +823,7 @@ def test_the_controller_and_its_api_client_import_without_flask_and_noe_core_wit
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
     code = (
-        "import sys, noe_core, noe_core.gate, noe_core.compatibility, noe_core.admission; "
+        "import sys, noe_core, noe_core.placement.gate, noe_core.placement.compatibility, noe_core.admission.review; "
         "print(sorted(m for m in sys.modules if m.startswith('noe_web')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

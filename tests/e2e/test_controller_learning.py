@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.learned_platforms import CONFIGMAP, data_key
+from noe_core.image.learned import CONFIGMAP, data_key
 from tests.support.certs import CA, make_ca
 from tests.support.controller import Controllers
 from tests.support.fake_cluster import FakeCluster, owned_by, ready, start_fake_cluster

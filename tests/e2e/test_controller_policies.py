@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.gate import SCHEDULING_GATE
+from noe_core.placement.gate import SCHEDULING_GATE
 from noe_core.policies.trail import POLICIES_ANNOTATION
 from noe_web.controller.command import Running
 from tests.support.certs import CA, make_ca

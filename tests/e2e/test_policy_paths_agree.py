@@ -22,14 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from noe_core import testing
-from noe_core.admission import admit, parse_admission_review
-from noe_core.deadline import Deadline
-from noe_core.lookup import LookupRequest, LookupResult
-from noe_core.platforms_file import StaticPlatforms
+from noe_core.admission.review import admit, parse_admission_review
+from noe_core.image.declared import StaticPlatforms
+from noe_core.image.image_platforms import LookupRequest, LookupResult
 from noe_core.policies.documents import read_documents
 from noe_core.policies.merge import MergedSettings
+from noe_core.policies.settings import PolicySettings, parse_arch_tolerations
 from noe_core.registry.lookup_service import LookupService
-from noe_core.settings import PolicySettings, parse_arch_tolerations
+from noe_core.util.deadline import Deadline
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.policy_watch import PolicyWatch

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.lookup import ImagePlatforms
-from noe_core.messages import shorten
-from noe_core.platform import parse_platform
+from noe_core.image.image_platforms import ImagePlatforms
+from noe_core.image.platform import parse_platform
+from noe_core.util.printable import shorten
 from tests.support.certs import CA, make_ca
 from tests.support.cli import run_cli
 from tests.support.fake_kube_api import FakeKubeAPI, start_fake_kube_api

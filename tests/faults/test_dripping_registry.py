@@ -15,12 +15,12 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from noe_core.deadline import Deadline
 from noe_core.errors import DeadlineExceeded
-from noe_core.manifest import sha256_digest
+from noe_core.image.manifest import sha256_digest
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from tests.support.paths import ROOT
 from tests.support.scripted_server import (
     ARM64_CONFIG,

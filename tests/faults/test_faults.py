@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from noe_core.manifest import sha256_digest
+from noe_core.image.manifest import sha256_digest
+from noe_core.policies.settings import PolicySettings
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
-from noe_core.settings import PolicySettings
 from noe_core.testing import admission_review, pod
 from noe_web.metrics import Metrics
 from noe_web.webhook.admission import AdmissionService

@@ -28,14 +28,14 @@ from hypothesis import strategies as st
 from noe_core.credentials.docker_config import keychain_from_docker_config, keychain_from_pull_secret
 from noe_core.credentials.provider import ProviderConfig, parse_provider_response
 from noe_core.errors import ChallengeError, CredentialError, InvalidInput, ManifestError, RegistryError
-from noe_core.manifest import parse_config, parse_manifest
-from noe_core.platforms_file import StaticPlatforms
-from noe_core.printable import printable
-from noe_core.reference import parse_reference
+from noe_core.image.declared import StaticPlatforms
+from noe_core.image.manifest import parse_config, parse_manifest
+from noe_core.name.reference import parse_reference
+from noe_core.policies.settings import PolicySettings
 from noe_core.registry.challenge import parse_challenges
-from noe_core.safe_load import TooComplex, load_json, load_yaml_all
-from noe_core.settings import PolicySettings
 from noe_core.testing import admission_review, daemonset, pod
+from noe_core.util.printable import printable
+from noe_core.util.safe_load import TooComplex, load_json, load_yaml_all
 from noe_web.kube.config import load_kubeconfig
 from noe_web.metrics import Metrics
 from noe_web.webhook.admission import AdmissionService

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from noe_core.object_meta import read_object_meta
-from noe_core.platforms_file import StaticPlatforms
-from noe_core.printable import printable
+from noe_core.image.declared import StaticPlatforms
+from noe_core.k8s.object_meta import read_object_meta
+from noe_core.policies.settings import PolicySettings
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
-from noe_core.settings import PolicySettings
 from noe_core.testing import admission_review, pod
+from noe_core.util.printable import printable
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.events import REASON_FAILED, EventRequest, build_event, object_ref

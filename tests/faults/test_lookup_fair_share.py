@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from noe_core.deadline import Deadline
 from noe_core.errors import RegistryError
-from noe_core.manifest import sha256_digest
+from noe_core.image.manifest import sha256_digest
+from noe_core.policies.settings import PolicySettings
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
-from noe_core.settings import PolicySettings
 from noe_core.testing import admission_review, pod
+from noe_core.util.deadline import Deadline
 from noe_web.metrics import Metrics
 from noe_web.webhook.admission import AdmissionService
 from tests.support.scripted_server import (

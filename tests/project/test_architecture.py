@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.paths import ROOT
 
-ROW = re.compile(r"^\| `((?:noe_core|noe_web)(?:\.[A-Za-z_]+)*)` \|", re.MULTILINE)
+ROW = re.compile(r"^\| `((?:noe_core|noe_web)(?:\.[A-Za-z_][A-Za-z0-9_]*)*)` \|", re.MULTILINE)
 
 
 def _modules(package: str) -> set[str]:

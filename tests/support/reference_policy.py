@@ -1,11 +1,11 @@
 """The placement policy as it was before it recorded its own edits: copy, edit, compare.
 
 Kept only as the property tests' oracle. It applies the same rule helpers of
-:mod:`noe_core.policy` to a deep copy of the whole object with the plain-dict
-form of the :mod:`noe_core.scheduling` helpers (an :class:`~noe_core.patch.Edits` over
+:mod:`noe_core.placement.rules` to a deep copy of the whole object with the plain-dict
+form of the :mod:`noe_core.placement.scheduling` helpers (an :class:`~noe_core.util.json_patch.Edits` over
 the copy's own spec, whose recorded operations are ignored); the tests then check that the
-operations :func:`noe_core.policy.decide` emits, applied to the original, give
-exactly the object :func:`noe_core.patch.make_patch` (the jsonpatch diff)
+operations :func:`noe_core.placement.rules.decide` emits, applied to the original, give
+exactly the object :func:`noe_core.util.json_patch.make_patch` (the jsonpatch diff)
 describes between the original and this copy.
 """
 
@@ -16,21 +16,21 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from noe_core.image_reading import offers, read_images, strict_problems
-from noe_core.lookup import Lookups
-from noe_core.messages import Notes
-from noe_core.patch import Edits
-from noe_core.platform_needs import shared
-from noe_core.policy import (
+from noe_core.image.image_platforms import Lookups
+from noe_core.k8s.workload import DAEMON_SET, read_workload
+from noe_core.placement.image_reading import offers, read_images, strict_problems
+from noe_core.placement.messages import Notes
+from noe_core.placement.needs import shared
+from noe_core.placement.rules import (
     PLACEMENT_ANNOTATION,
     _match_node_labels,
     _place,
     _require_platforms,
     pod_scope,
 )
-from noe_core.scheduling import architecture_selection, withdraw
-from noe_core.settings import PolicySettings
-from noe_core.workload import DAEMON_SET, read_workload
+from noe_core.placement.scheduling import architecture_selection, withdraw
+from noe_core.policies.settings import PolicySettings
+from noe_core.util.json_patch import Edits
 
 
 def _withdraw_previous(work: dict[str, Any]) -> bool:

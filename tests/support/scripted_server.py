@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from noe_core.manifest import sha256_digest
+from noe_core.image.manifest import sha256_digest
 
 Route = Callable[[BaseHTTPRequestHandler], tuple[int, dict[str, str], bytes]]
 NOT_FOUND = (404, {}, b'{"errors":[{"code":"NOT_FOUND"}]}')

@@ -194,10 +194,10 @@ def test_metrics_doc_maps_every_go_noe_family_and_kept_means_kept() -> None:
 
 def test_unreadable_pull_secrets_are_counted_per_namespace(tmp_path: Path) -> None:
     """Go Noe's noe_hook_image_pull_secret_failed_total, from a real admission against an HTTPS API peer."""
+    from noe_core.policies.settings import PolicySettings
     from noe_core.registry.resolver import Resolver
+    from noe_core.registry.settings import RegistrySettings
     from noe_core.registry.transport import make_session
-    from noe_core.registry_settings import RegistrySettings
-    from noe_core.settings import PolicySettings
     from noe_core.testing import admission_review, pod
     from noe_web.kube.client import KubeClient
     from noe_web.kube.config import load_kubeconfig

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from noe_core.deadline import Deadline
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from noe_web.metrics import Metrics
 from noe_web.webhook.admission import ObserverTee
 from tests.support.images import PushedImage

@@ -16,7 +16,7 @@ import pytest
 from noe_core.cli.inspect import configure_inspect_parser, run_inspect
 from noe_core.cli.parser import NoeArgumentParser
 from noe_core.cli.registry_options import registry_settings_from_args
-from noe_core.manifest import sha256_digest
+from noe_core.image.manifest import sha256_digest
 from tests.support.images import SHAPES, PushedImage
 from tests.support.paths import ROOT
 from tests.support.registry_server import RegistryServer

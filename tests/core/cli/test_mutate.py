@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from noe_core import testing
-from noe_core.patch import apply_patch
+from noe_core.util.json_patch import apply_patch
 from tests.support.cli import run_cli
 from tests.support.paths import ROOT
 

@@ -10,7 +10,7 @@ from noe_core.cli.flags import POLICY_FLAGS
 from noe_core.cli.parser import parse_text
 from noe_core.cli.policy_options import policy_settings_from_args
 from noe_core.errors import InvalidSettings
-from noe_core.settings import ArchToleration, PolicySettings
+from noe_core.policies.settings import ArchToleration, PolicySettings
 
 
 def from_flag_text(**texts: str) -> PolicySettings:

@@ -12,7 +12,7 @@ import pytest
 
 from noe_core.cli.registry_options import add_registry_arguments, node_keychain_from_args
 from noe_core.credentials.keychain import ANONYMOUS
-from noe_core.reference import parse_reference
+from noe_core.name.reference import parse_reference
 
 
 def parse(*args: str) -> argparse.Namespace:

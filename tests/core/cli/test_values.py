@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from noe_core.cli import values
-from noe_core.settings import ArchToleration
+from noe_core.policies.settings import ArchToleration
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 from noe_core.credentials.containerd_config import keychain_from_containerd_config, keychain_from_containerd_toml
 from noe_core.credentials.keychain import Keychain
 from noe_core.errors import CredentialError, InvalidSettings
-from noe_core.reference import parse_reference
+from noe_core.name.reference import parse_reference
 
 SECRET = "c0ntainerd-s3cret"
 

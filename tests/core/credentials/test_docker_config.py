@@ -17,7 +17,7 @@ from noe_core.credentials.docker_config import (
     keychain_from_pull_secret,
 )
 from noe_core.errors import CredentialError, InvalidSettings
-from noe_core.reference import parse_reference
+from noe_core.name.reference import parse_reference
 
 SECRET = "Sup3r-s3cret-value"
 

@@ -21,7 +21,7 @@ from noe_core.credentials.keychain import (
     unique,
 )
 from noe_core.errors import CredentialError, InvalidSettings
-from noe_core.reference import Reference, parse_reference
+from noe_core.name.reference import Reference, parse_reference
 
 SECRET = "s3cr3t-Pa55w0rd-zzz"
 TOKEN = "refresh-T0ken-yyy"

@@ -18,10 +18,9 @@ from noe_core.credentials.provider import (
     CredentialProviderKeychain,
     ProviderConfig,
     parse_credential_provider_config,
-    parse_go_duration,
 )
 from noe_core.errors import DeadlineExceeded, InvalidSettings, RegistryError
-from noe_core.reference import Reference, parse_reference
+from noe_core.name.reference import Reference, parse_reference
 
 SECRET = "plugin-Pa55word-0123456789abcdefXYZ"
 
@@ -429,23 +428,6 @@ def test_non_positive_timeout_is_refused(plugin: Plugin) -> None:
     plugin.configure()
     with pytest.raises(InvalidSettings, match="timeout"):
         plugin.keychain(timeout=0)
-
-
-DURATIONS = [
-    ("0", 0.0), ("0s", 0.0), ("5m0s", 300.0), ("1h", 3600.0), ("1h30m", 5400.0), ("1.5h", 5400.0),
-    ("300ms", 0.3), ("12h0m0s", 43200.0), ("+2s", 2.0), ("10us", 1e-5), ("7ns", 7e-9),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("text", "seconds"), DURATIONS)
-def test_parse_go_duration(text: str, seconds: float) -> None:
-    assert parse_go_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "5", "m", "-1m", "1d", "1h 2m", ".s", "abc"])
-def test_bad_go_durations(text: str) -> None:
-    with pytest.raises(ValueError, match="duration"):
-        parse_go_duration(text)
 
 
 def test_no_secret_anywhere(plugin: Plugin, caplog: pytest.LogCaptureFixture) -> None:

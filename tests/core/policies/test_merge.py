@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from noe_core.lookup import ImagePlatforms
-from noe_core.platforms_file import StaticPlatforms
+from noe_core.image.declared import StaticPlatforms
+from noe_core.image.image_platforms import ImagePlatforms
 from noe_core.policies import PolicySet, merge, read_policy
 from noe_core.policies.merge import NAMESPACE_NAME_LABEL
-from noe_core.settings import NOTHING_SCHEDULABLE, ArchToleration, PolicySettings, WeightedArchitecture
+from noe_core.policies.settings import NOTHING_SCHEDULABLE, ArchToleration, PolicySettings, WeightedArchitecture
 
 FLAGS = PolicySettings(preferred_arch="amd64", schedulable_archs=frozenset({"amd64", "arm64", "ppc64le"}))
 

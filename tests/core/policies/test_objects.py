@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from noe_core.errors import InvalidPolicy
-from noe_core.lookup import ImagePlatforms, LookupFailure
+from noe_core.image.image_platforms import ImagePlatforms, LookupFailure
 from noe_core.policies.objects import MAX_PRIORITY, PolicyRef, read_policy, read_ref
-from noe_core.settings import ArchToleration, WeightedArchitecture
+from noe_core.policies.settings import ArchToleration, WeightedArchitecture
 
 
 def cluster(spec: dict[str, Any] | None = None, name: str = "base", **meta: Any) -> dict[str, Any]:

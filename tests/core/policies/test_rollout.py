@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.admission import admit, parse_admission_review
-from noe_core.lookup import fixed
-from noe_core.object_meta import read_object_meta
-from noe_core.patch import apply_patch
+from noe_core.admission.review import admit, parse_admission_review
+from noe_core.image.image_platforms import fixed
+from noe_core.k8s.object_meta import read_object_meta
 from noe_core.policies.objects import read_policy, with_status
 from noe_core.policies.rollout import ROLLOUT_LABEL, bucket, in_cohort, label_operations, workload_of
-from noe_core.settings import PolicySettings
+from noe_core.policies.settings import PolicySettings
+from noe_core.util.json_patch import apply_patch
 
 MULTI = testing.platforms(
     {"app:1": ["linux/amd64", "linux/arm64"], "three:1": ["linux/amd64", "linux/arm64", "linux/ppc64le"]}

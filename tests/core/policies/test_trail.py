@@ -10,14 +10,14 @@ from typing import Any
 import jsonpatch
 
 from noe_core import testing
-from noe_core.admission import Admission, admit, parse_admission_review
-from noe_core.deadline import Deadline
-from noe_core.lookup import LookupRequest, LookupResult, fixed
-from noe_core.platforms_file import StaticPlatforms
+from noe_core.admission.review import Admission, admit, parse_admission_review
+from noe_core.image.declared import StaticPlatforms
+from noe_core.image.image_platforms import LookupRequest, LookupResult, fixed
 from noe_core.policies import PolicyRef
+from noe_core.policies.settings import PolicySettings
 from noe_core.policies.trail import MAX_VALUE, POLICIES_ANNOTATION, trail
 from noe_core.registry.lookup_service import LookupService
-from noe_core.settings import PolicySettings
+from noe_core.util.deadline import Deadline
 
 LOOKUPS = testing.platforms({"app:1": ["linux/amd64", "linux/arm64"], "broken:1": "503"})
 NODES = [testing.node(a, a) for a in ("amd64", "arm64")]

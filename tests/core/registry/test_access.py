@@ -14,12 +14,12 @@ import pytest
 import requests
 
 from noe_core.credentials.keychain import Credential, StaticKeychain
-from noe_core.deadline import Deadline
 from noe_core.errors import AuthError
-from noe_core.registry.cache_store import DB_FILE, open_store
+from noe_core.registry.cache.sqlite import DB_FILE, open_store
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from tests.support.images import PushedImage, image_config, push_image
 from tests.support.registry_server import RegistryServer
 

@@ -14,13 +14,13 @@ import requests
 
 from noe_core.credentials.docker_config import keychain_from_docker_config
 from noe_core.credentials.keychain import Credential, Keychain, StaticKeychain
-from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, RegistryError
-from noe_core.observer import CountingObserver
-from noe_core.reference import parse_reference
+from noe_core.name.reference import parse_reference
+from noe_core.registry.observer import CountingObserver
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import OAUTH_CLIENT_ID, Transport, make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
 from tests.support.scripted_server import ScriptedServer, start_scripted_server

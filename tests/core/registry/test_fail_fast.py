@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from noe_core.deadline import Deadline
 from noe_core.errors import RegistryError
-from noe_core.observer import CountingObserver
+from noe_core.registry.observer import CountingObserver
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 
 SETTINGS = RegistrySettings(insecure_registries=("127.0.0.1:*",), negative_cache_ttl=0)
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from noe_core.deadline import Deadline
-from noe_core.lookup import ImagePlatforms, LookupFailure
-from noe_core.platforms_file import StaticPlatforms
+from noe_core.image.declared import StaticPlatforms
+from noe_core.image.image_platforms import ImagePlatforms, LookupFailure
 from noe_core.registry.lookup_service import LookupService
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.pull_secrets import KubePullSecrets

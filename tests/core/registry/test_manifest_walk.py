@@ -6,15 +6,15 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from noe_core.deadline import Deadline
 from noe_core.errors import DigestMismatch
-from noe_core.lookup import ImagePlatforms
-from noe_core.observer import CountingObserver
-from noe_core.reference import parse_reference
+from noe_core.image.image_platforms import ImagePlatforms
+from noe_core.name.reference import parse_reference
 from noe_core.registry.access import AccessGrants
 from noe_core.registry.manifest_walk import ManifestWalk
+from noe_core.registry.observer import CountingObserver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import Transport, make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from tests.support import images
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer

@@ -9,13 +9,13 @@ import pytest
 import requests
 
 from noe_core.credentials.keychain import Credential, StaticKeychain
-from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, NoeError, RegistryError
-from noe_core.lookup import ImagePlatforms
-from noe_core.observer import CountingObserver
+from noe_core.image.image_platforms import ImagePlatforms
+from noe_core.registry.observer import CountingObserver
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from tests.support.images import (
     OCI_MANIFEST,
     PushedImage,
@@ -244,7 +244,7 @@ def test_negative_cache_hits_do_not_pile_up_on_the_cached_error(
 def test_registry_proxies_send_requests_to_the_mirror(
     registry: RegistryServer, session: requests.Session, unique_repo: str
 ) -> None:
-    from noe_core.registry_settings import parse_registry_proxies
+    from noe_core.registry.settings import parse_registry_proxies
 
     img = push_image(registry, unique_repo, "v1", image_config("linux", "s390x"), OCI_MANIFEST)
     resolver, _ = make_resolver(session, registry_proxies=parse_registry_proxies(f"docker.io={registry.host}"))

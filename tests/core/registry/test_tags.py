@@ -11,13 +11,13 @@ import pytest
 import requests
 
 from noe_core.credentials.keychain import Credential, StaticKeychain
-from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, NoeError, RegistryError
-from noe_core.reference import parse_reference
+from noe_core.name.reference import parse_reference
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings, parse_registry_proxies
 from noe_core.registry.tags import MAX_PAGE_BYTES, list_tags
 from noe_core.registry.transport import make_session
-from noe_core.registry_settings import RegistrySettings, parse_registry_proxies
+from noe_core.util.deadline import Deadline
 from tests.support.images import add_tags, push_oci_single
 from tests.support.paging_proxy import start_paging_proxy
 from tests.support.registry_server import RegistryServer

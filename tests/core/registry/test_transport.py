@@ -16,14 +16,14 @@ import pytest
 import requests
 
 from noe_core.credentials.keychain import Credential, StaticKeychain
-from noe_core.deadline import Deadline
 from noe_core.errors import AuthError, DeadlineExceeded, DigestMismatch, ManifestError, NoeError, RegistryError
-from noe_core.manifest import sha256_digest
-from noe_core.observer import CountingObserver
-from noe_core.reference import parse_reference
+from noe_core.image.manifest import sha256_digest
+from noe_core.name.reference import parse_reference
+from noe_core.registry.observer import CountingObserver
 from noe_core.registry.resolver import Resolver
+from noe_core.registry.settings import RegistrySettings
 from noe_core.registry.transport import Transport, make_session
-from noe_core.registry_settings import RegistrySettings
+from noe_core.util.deadline import Deadline
 from tests.support.images import PushedImage
 from tests.support.registry_server import RegistryServer
 from tests.support.scripted_server import Route, ScriptedServer, Seen, start_scripted_server

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from noe_core.cache_url import parse_cache_url
-from noe_core.registry.redis_cache import RedisCache, RedisLimits
+from noe_core.registry.cache.redis import RedisCache, RedisLimits
+from noe_core.registry.cache.url import parse_cache_url
 from tests.support.paths import ROOT
 from tests.support.redis_server import RedisServer
 

@@ -6,7 +6,7 @@ import re
 import threading
 from typing import Any
 
-from noe_core.object_meta import read_object_meta
+from noe_core.k8s.object_meta import read_object_meta
 from noe_web.kube.events import (
     REASON_FAILED,
     REASON_INJECTED,

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.admission import admit, parse_admission_review
-from noe_core.learned_platforms import CONFIGMAP, data_key
-from noe_core.lookup import ImagePlatforms, fixed
-from noe_core.settings import PolicySettings
+from noe_core.admission.review import admit, parse_admission_review
+from noe_core.image.image_platforms import ImagePlatforms, fixed
+from noe_core.image.learned import CONFIGMAP, data_key
+from noe_core.policies.settings import PolicySettings
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.learned_watch import LearnedWatch

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from noe_core import testing
-from noe_core.deadline import Deadline
-from noe_core.ephemeral import NodeFailure
-from noe_core.node_platform import NodePlatform
+from noe_core.image.node_platform import NodePlatform
+from noe_core.placement.ephemeral import NodeFailure
+from noe_core.util.deadline import Deadline
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.nodes import KubeNodes

@@ -17,7 +17,7 @@ import pytest
 
 from noe_core import testing
 from noe_core.policies.merge import MergedSettings
-from noe_core.settings import PolicySettings
+from noe_core.policies.settings import PolicySettings
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.policy_watch import PolicyWatch

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from noe_core import ImagePlatforms, PolicySettings
-from noe_core.owners import Owners
+from noe_core.k8s.owners import Owners
 from noe_core.policies.rollout import ROLLOUT_LABEL
-from noe_core.report import build_report, read_pod
+from noe_core.report.build import build_report, read_pod
 from noe_web.report.table import render_table
 
 

@@ -14,9 +14,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from noe_core.messages import MAX_WARNINGS
-from noe_core.platforms_file import StaticPlatforms
-from noe_core.settings import PolicySettings
+from noe_core.image.declared import StaticPlatforms
+from noe_core.placement.messages import MAX_WARNINGS
+from noe_core.policies.settings import PolicySettings
 from noe_core.testing import admission_review, daemonset, pod
 from noe_web.metrics import Metrics
 from noe_web.webhook.admission import AdmissionService

@@ -1,0 +1,1 @@
+"""AdmissionReview in, one decision, AdmissionReview out."""

@@ -1,0 +1,1 @@
+"""Kubernetes objects as noe reads them: metadata, workloads, owners, selectors, quantities, requests."""

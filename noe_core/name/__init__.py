@@ -1,0 +1,1 @@
+"""Names and their grammars: image references, registry host patterns, Kubernetes names."""

@@ -1,0 +1,397 @@
+"""The placement contract (``docs/placement.md``): which nodes a pod may run on.
+
+:func:`place` is a pure function of a :class:`~noe_core.k8s.workload.Workload`
+(the object read once), the image lookups and the settings. It records each
+edit it makes as an RFC 6902 operation (:class:`~noe_core.util.json_patch.Edits`), so
+the webhook's patch is what the policy did, not a diff found afterwards; it
+never edits its input and does no I/O. The webhook, ``noe mutate`` and users'
+own tests reach it through :func:`noe_core.admission.review.admit` or
+:func:`decide`, and so get the same answer. The rules are applied in the
+contract's order; the numbers in comments refer to them.
+
+The edits are made through one :class:`~noe_core.placement.session.PlacementSession`
+per admission, and warnings and deny messages are shaped by
+:mod:`noe_core.placement.messages` (whose limits and ``limit_warning`` are re-exported here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from noe_core.errors import InvalidObject
+from noe_core.image.image_platforms import Lookup, LookupFailure, Lookups
+from noe_core.image.node_platform import ARCH_LABEL, BETA_OS_LABEL, OS_LABEL
+from noe_core.image.offer import Offer, PlatformScope
+from noe_core.image.platform import normalize_arch_name
+from noe_core.k8s.workload import DAEMON_SET, PLACEMENT_ANNOTATION, POD, Workload, check_nesting, read_workload
+from noe_core.placement.image_reading import (
+    Artifact,
+    deny_message,
+    note_images,
+    read_image,
+    read_images,
+    strict_problems,
+    warn_levels,
+)
+from noe_core.placement.messages import MAX_WARNING, Notes, joined, limit_warning
+from noe_core.placement.needs import node_terms, shared
+from noe_core.placement.scheduling import prefer, require, require_any, requirement, select, tolerate
+from noe_core.placement.session import PlacementSession
+from noe_core.policies.rollout import RolloutArm, RolloutDraw
+from noe_core.policies.settings import PREFERRED_ARCH_LABEL, PolicySettings, WeightedArchitecture
+from noe_core.util.fields import json_type
+from noe_core.util.json_patch import Edits, Operation, apply_patch
+from noe_core.util.printable import shorten
+
+__all__ = [
+    "MAX_WARNING",
+    "PLACEMENT_ANNOTATION",
+    "Decision",
+    "acts_on",
+    "decide",
+    "images_to_inspect",
+    "limit_warning",
+    "lookup_images",
+    "place",
+    "skipped",
+]
+
+_ACTS_ON = {POD: frozenset({"CREATE"}), DAEMON_SET: frozenset({"CREATE", "UPDATE"})}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The webhook's answer: allow (possibly with a patch) or deny with a message.
+
+    ``patch`` holds the RFC 6902 operations noe makes, relative to ``original``
+    (the object as sent); ``obj`` is the result of applying them, computed only
+    when asked for. ``common`` is the set of architectures required of the
+    nodes, or ``None`` when noe made no architecture decision (pinned pod, no
+    images, nothing inspected). ``rollout`` is the rollout group the pod was
+    placed in (``None``: no rollout affected it); ``common`` stays the
+    architectures every image offers.
+    """
+
+    allowed: bool
+    original: Mapping[str, Any] = field(repr=False)
+    patch: tuple[Operation, ...] = ()
+    warnings: tuple[str, ...] = ()
+    message: str | None = None
+    reasons: tuple[str, ...] = ()
+    common: tuple[str, ...] | None = None
+    rollout: RolloutArm | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.patch)
+
+    @cached_property
+    def obj(self) -> dict[str, Any]:
+        """The object with the patch applied (a new copy: the original is never touched)."""
+        return apply_patch(self.original, self.patch)
+
+
+def acts_on(kind: str, operation: str, sub_resource: str = "") -> bool:
+    """Rule 11: Pods on CREATE; DaemonSets (their template) on CREATE and UPDATE; nothing else."""
+    return not sub_resource and operation in _ACTS_ON.get(kind, frozenset())
+
+
+def skipped(obj: Mapping[str, Any], kind: str, operation: str, sub_resource: str = "") -> Decision:
+    """The answer to a request noe does not act on (rule 11): allowed, untouched.
+
+    Raises :class:`InvalidObject` when ``obj`` is not an object or nests too deep to be answered safely.
+    """
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"the {kind} must be an object, not {json_type(obj)}")
+    check_nesting(obj)
+    what = f"{kind}/{sub_resource}" if sub_resource else kind
+    return Decision(True, obj, reasons=(f"{what} {operation}: not a request noe acts on",))
+
+
+def lookup_images(workload: Workload, session: PlacementSession | None = None) -> tuple[str, ...]:
+    """The images whose platforms :func:`place` will need; empty when it will not look at any.
+
+    ``session`` is the admission's own (:func:`noe_core.admission.review.admit` builds one and hands
+    it to :func:`place` as well), so the pod's architecture selection is read once.
+    """
+    if workload.node_name:
+        return ()
+    if (session or PlacementSession.of(workload)).selection:
+        return ()
+    return workload.images
+
+
+def images_to_inspect(obj: Mapping[str, Any], *, kind: str, operation: str, sub_resource: str = "") -> list[str]:
+    """The images whose platforms :func:`decide` will need; empty when it will not look at any.
+
+    Raises :class:`InvalidObject` for a malformed object noe would act on.
+    """
+    if not acts_on(kind, operation, sub_resource):
+        return []
+    return list(lookup_images(read_workload(obj, kind)))
+
+
+def architectures(found: Lookup | None, settings: PolicySettings) -> frozenset[str] | LookupFailure:
+    """Rule 4: the architectures an image offers on the system OSes and the schedulable list.
+
+    Reads the offer the :class:`ImagePlatforms` computed once for these settings
+    (:mod:`noe_core.placement.image_reading`); an image without a lookup, whose lookup
+    failed, that is an artifact, or whose manifest names no usable platform
+    gives the :class:`LookupFailure` saying why.
+    """
+    reading = read_image(found, settings.scope)
+    if isinstance(reading, Artifact):
+        return LookupFailure(f"it is an artifact ({reading.artifact_type}), not a container image")
+    if isinstance(reading, LookupFailure):
+        return reading
+    return frozenset(reading.architectures)
+
+
+def image_architectures(image: str, lookups: Lookups, settings: PolicySettings) -> frozenset[str] | LookupFailure:
+    """Rule 4 for one image of ``lookups``, for callers other than :func:`decide` (``noe report``).
+
+    The same answer :func:`decide` reads: the architectures, or why the image is left out.
+    """
+    return architectures(lookups.get(image), settings)
+
+
+def pod_scope(workload: Workload, settings: PolicySettings) -> PlatformScope:
+    """The nodes this pod can have: the cluster's, narrowed to the OS its nodeSelector pins when the
+    cluster has several (a Windows pod's ``kubernetes.io/os: windows``), so its terms name no other."""
+    scope = settings.scope
+    if not scope.multi_os:
+        return scope
+    pinned = workload.node_selector.get(OS_LABEL) or workload.node_selector.get(BETA_OS_LABEL)
+    if pinned in scope.oses:
+        return PlatformScope((pinned,), scope.architectures, scope.levels)
+    return scope
+
+
+def _require_platforms(
+    edits: Edits, common: Offer, scope: PlatformScope, out: Notes, *, why: str = "supported by every image"
+) -> dict[str, Any]:
+    """Rules 8 and 14-16: require the nodes every image can run on (or a rollout group's part of them),
+    ANDed into every existing term.
+
+    Returns what was added (the DaemonSet placement record): ``required`` (the
+    architectures) when that is one ``kubernetes.io/arch`` expression, as it always
+    was, else ``terms``.
+    """
+    added: dict[str, Any] = {}
+    if not scope.multi_os and common.plain:
+        # The common case (one OS, no Windows build, no level): one term of architectures, as ever.
+        archs = list(common.architectures)
+        if require(edits, requirement(ARCH_LABEL, "In", archs)):
+            added["required"] = archs
+        out.reasons.append(f"required {ARCH_LABEL} in {', '.join(archs)} ({why})")
+        return added
+    terms = [term.expressions(scope) for term in node_terms(common)]
+    if require_any(edits, terms):
+        added["terms"] = terms
+    shown = " or ".join("(" + ", ".join(f"{e['key']} in {','.join(e['values'])}" for e in term) + ")" for term in terms)
+    out.reasons.append(f"required {shown} ({why})")
+    return added
+
+
+def _preferences(
+    labels: Mapping[str, str], common: frozenset[str], settings: PolicySettings, out: Notes
+) -> tuple[WeightedArchitecture, ...]:
+    """Rule 7: the pod's label when it can be honoured, else the configured preferences.
+
+    The label replaces the whole preference by its one architecture at the highest weight
+    (:func:`_highest_weight`); when it cannot be honoured it is warned about and the configured
+    preferences (the flag's one, or the placement policies' list) apply.
+    """
+    wanted = labels.get(PREFERRED_ARCH_LABEL, "").strip()
+    if wanted:
+        arch = normalize_arch_name(wanted)
+        if not settings.is_schedulable(arch):
+            out.reasons.append(f"label {PREFERRED_ARCH_LABEL}={wanted} is not a schedulable architecture")
+        elif arch not in common:
+            out.reasons.append(f"label {PREFERRED_ARCH_LABEL}={wanted} is not supported by every image")
+        else:
+            out.reasons.append(f"preferred architecture {arch} comes from label {PREFERRED_ARCH_LABEL}")
+            return (WeightedArchitecture(arch, _highest_weight(settings)),)
+        out.warn(f"could not select preferred arch: {shorten(wanted, 60)}")
+    return settings.preferred
+
+
+def _highest_weight(settings: PolicySettings) -> int:
+    """The weight the pod's label gets: the highest configured one, else ``--preferred-arch-weight``."""
+    return max((p.weight for p in settings.preferred), default=settings.preferred_arch_weight)
+
+
+def _pinned(usable: tuple[WeightedArchitecture, ...]) -> str:
+    """Preference mode ``required``: the highest-weight preferred architecture (ties: list order)."""
+    return max(usable, key=lambda p: p.weight).architecture
+
+
+def _prefer_each(edits: Edits, usable: tuple[WeightedArchitecture, ...], added: dict[str, Any], out: Notes) -> None:
+    """Preference mode ``soft``: one preferred term per architecture, with its weight, in list order."""
+    recorded: list[str] = []
+    for preference in usable:
+        arch, weight = preference.architecture, preference.weight
+        if prefer(edits, requirement(ARCH_LABEL, "In", [arch]), weight):
+            recorded.append(arch)
+        out.reasons.append(f"preferred {ARCH_LABEL}={arch} with weight {weight}")
+    if recorded:
+        # one architecture is recorded as a name, as before several could be preferred
+        added["preferred"] = recorded[0] if len(recorded) == 1 else recorded
+
+
+def _place(
+    edits: Edits,
+    labels: Mapping[str, str],
+    common: frozenset[str],
+    settings: PolicySettings,
+    out: Notes,
+) -> dict[str, Any]:
+    """Rules 8 and 10: apply the preferences among ``common``, tolerate the allowed arch taints
+    (the requirement itself is :func:`_require_platforms`'s).
+
+    With a rollout group, ``common`` is already that group's architectures. Returns what was added
+    (the DaemonSet placement record).
+    """
+    added: dict[str, Any] = {}
+    allowed = common
+    preferences = _preferences(labels, common, settings, out)
+    usable = tuple(p for p in preferences if p.architecture in common)
+    if usable and settings.preference_mode == "required":
+        pinned = _pinned(usable)
+        if select(edits, ARCH_LABEL, pinned):
+            added["nodeSelector"] = pinned
+        allowed = frozenset({pinned})
+        out.reasons.append(f"nodeSelector {ARCH_LABEL}={pinned} (preference mode required)")
+    elif usable and len(common) > 1:
+        _prefer_each(edits, usable, added, out)
+    elif usable:
+        out.reasons.append(f"{usable[0].architecture} is the only common architecture: no preference needed")
+    for preference in preferences:
+        if preference.architecture not in common:
+            out.reasons.append(f"preferred architecture {preference.architecture} is not supported by every image")
+    for arch_toleration in settings.arch_tolerations:
+        toleration = arch_toleration.to_toleration()
+        if arch_toleration.arch in allowed and tolerate(edits, toleration):
+            added.setdefault("tolerations", []).append(toleration)
+            out.reasons.append(f"tolerate the {arch_toleration.arch} taint ({arch_toleration})")
+    return added
+
+
+def _match_node_labels(edits: Edits, labels: Mapping[str, str], settings: PolicySettings, out: Notes) -> None:
+    """Rule 9: the node must carry the same value for each configured label the pod has."""
+    for key in settings.match_node_labels:
+        if key not in labels:
+            continue
+        value = labels[key]
+        selector = edits.get(("nodeSelector",)) or {}
+        if selector.get(key) == value:
+            continue
+        if key in selector:
+            out.warn(f"nodeSelector {key}={selector[key]} conflicts with pod label {key}={value}")
+        if require(edits, requirement(key, "In", [value])):
+            out.reasons.append(f"required node label {key}={value} (match-node-labels)")
+
+
+def place(
+    workload: Workload,
+    *,
+    namespace: str,
+    lookups: Lookups,
+    settings: PolicySettings,
+    session: PlacementSession | None = None,
+    rollout: RolloutDraw | None = None,
+) -> Decision:
+    """Apply the placement contract to a Pod or DaemonSet template that noe acts on (rules 1-10).
+
+    ``session`` is the edit session :func:`lookup_images` was given, if any (it is used up here).
+    ``rollout`` is the placement policies' rollout a Pod CREATE is subject to (``docs/policies.md``):
+    when ``common`` holds its architecture and another, the group it draws replaces ``common`` in the
+    requirement, and the preferences apply within it.
+    """
+    original = workload.obj
+    if workload.node_name:
+        return Decision(True, original, reasons=(f"spec.nodeName is {workload.node_name}: left untouched",))
+    placement = session or PlacementSession.of(workload)
+    out = Notes()
+    if placement.withdrawn:
+        out.reasons.append("noe's earlier placement of this template withdrawn: deciding afresh")
+    common: tuple[str, ...] | None = None
+    arm: RolloutArm | None = None
+    selection = placement.selection
+    images = workload.images
+    if selection:
+        out.reasons.append(f"{selection}: architecture left as chosen")
+    elif not images:
+        out.reasons.append("no container image: architecture left open")
+    else:
+        scope = pod_scope(workload, settings)
+        readings = read_images(images, lookups, scope, workload.volume_images)
+        if namespace in settings.strict_namespaces:
+            problems = strict_problems(readings, lookups)
+            if problems:
+                message = joined(f"namespace {namespace} is strict: ", problems, "problems")
+                return Decision(False, original, message=message, reasons=(message,))
+        inspected, leveled = note_images(readings, lookups, scope, out)
+        if not inspected and placement.withdrawn:
+            # A registry outage must not strip a DaemonSet of the placement it already had.
+            placement = PlacementSession.of(workload, withdraw_previous=False)
+            out.reasons.append("no image could be inspected: noe's earlier placement kept")
+        elif not inspected:
+            out.reasons.append("no image could be inspected: architecture left open")
+        else:
+            both = shared(inspected)
+            if not both:
+                message = deny_message(readings, lookups, scope)
+                return Decision(
+                    False,
+                    original,
+                    warnings=out.warning_list(),
+                    message=message,
+                    reasons=(*out.reasons, message),
+                    common=(),
+                )
+            if leveled and not scope.levels:
+                warn_levels(leveled, lookups, both, out)
+            common = both.architectures
+            arm = rollout.arm(frozenset(common)) if rollout is not None and workload.kind == POD else None
+            why = "supported by every image"
+            if arm is not None and rollout is not None:
+                out.reasons.append(rollout.reason(arm))
+                both, why = both.only(arm.allowed), f"rollout group {arm.label}"
+            added = _require_platforms(placement.spec_edits, both, scope, out, why=why)
+            added.update(_place(placement.spec_edits, workload.labels, frozenset(both.architectures), settings, out))
+            if workload.kind == DAEMON_SET and added:
+                placement.record(added)
+    _match_node_labels(placement.spec_edits, workload.labels, settings, out)
+    patch = placement.operations()
+    if not patch:
+        out.reasons.append("nothing to change")
+    return Decision(True, original, patch, out.warning_list(), None, tuple(out.reasons), common, arm)
+
+
+def decide(
+    obj: Mapping[str, Any],
+    *,
+    kind: str,
+    operation: str,
+    namespace: str,
+    lookups: Lookups,
+    settings: PolicySettings,
+    dry_run: bool = False,
+    sub_resource: str = "",
+) -> Decision:
+    """Apply the placement contract to ``obj`` (a Pod or DaemonSet) without modifying it.
+
+    The one-call form for tests and tools that already hold the lookups;
+    :func:`noe_core.admission.review.admit` is the same decision for an AdmissionReview.
+    ``dry_run`` does not change the answer (rule 12); it is accepted so callers
+    can pass the request through unchanged. Raises :class:`InvalidObject` for an
+    object noe acts on but cannot read.
+    """
+    del dry_run  # rule 12: same answer either way
+    if not acts_on(kind, operation, sub_resource):
+        return skipped(obj, kind, operation, sub_resource)
+    return place(read_workload(obj, kind), namespace=namespace, lookups=lookups, settings=settings)

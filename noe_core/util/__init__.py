@@ -1,0 +1,1 @@
+"""Small pure helpers the rest of noe_core shares."""
