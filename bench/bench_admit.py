@@ -5,7 +5,7 @@ whose images are all answered at once (a warm cache):
 
 * ``json``    — ``json.loads`` of the AdmissionReview bytes + ``json.dumps`` of the answer: the floor
   any webhook pays;
-* ``admit``   — :func:`noe_core.admission.review.admit` (read the pod once, place it, build the answer with
+* ``admit``   — :func:`noe_core.admission.admitting.admit` (read the pod once, place it, build the answer with
   the policy's own patch) on the decoded document;
 * ``review``  — :meth:`noe_web.webhook.admission.AdmissionService.review`: ``admit`` plus what the
   webhook adds (deadline, metrics, one log line), lookups from ``--image-platforms``;

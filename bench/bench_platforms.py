@@ -3,7 +3,7 @@
 Run: ``python bench/bench_platforms.py [ROUNDS] [--base REV]``. Two parts:
 
 1. **before / after** — the 3-container pod of ``bench_admit.py`` (warm lookups, default settings:
-   ``--system-os linux``, levels off) through :func:`noe_core.admission.review.admit`, in this tree and in
+   ``--system-os linux``, levels off) through :func:`noe_core.admission.admitting.admit`, in this tree and in
    REV (default: the merge base with ``main``, exported with ``git archive`` to a temporary
    directory), each in its own process, alternately, 5 times. Each process gives admit's time as a
    ratio to ``json.loads + json.dumps`` of the same review (the floor every webhook pays), which a
@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from noe_core import testing  # noqa: E402
-from noe_core.admission.review import admit, parse_admission_review  # noqa: E402
+from noe_core.admission.admitting import admit  # noqa: E402
+from noe_core.admission.review import parse_admission_review  # noqa: E402
 from noe_core.image.image_platforms import ImagePlatforms, fixed  # noqa: E402
 from noe_core.image.node_platform import NodePlatform  # noqa: E402
 from noe_core.placement.ephemeral import NodeFailure  # noqa: E402

@@ -15,7 +15,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 from noe_core import testing
-from noe_core.admission.review import Admission, AdmissionRequest, admit, parse_admission_review, review_response
+from noe_core.admission.admitting import Admission, admit
+from noe_core.admission.review import AdmissionRequest, parse_admission_review, review_response
 from noe_core.errors import (
     AuthError,
     CredentialError,

@@ -15,7 +15,8 @@ Users check what noe will do to their workloads without a cluster::
 
 Placement policies go through the same merge as in the cluster::
 
-    from noe_core.admission.review import admit, parse_admission_review
+    from noe_core.admission.admitting import admit
+    from noe_core.admission.review import parse_admission_review
     from noe_core.image.image_platforms import fixed
 
     policies = testing.policies(

@@ -23,7 +23,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from noe_core.admission.review import AdmissionRequest, admit, parse_admission_review
+from noe_core.admission.admitting import admit
+from noe_core.admission.review import AdmissionRequest, parse_admission_review
 from noe_core.cli.flags import (
     EXPLAIN,
     FILENAME,

@@ -5,7 +5,7 @@
 edit it makes as an RFC 6902 operation (:class:`~noe_core.util.json_patch.Edits`), so
 the webhook's patch is what the policy did, not a diff found afterwards; it
 never edits its input and does no I/O. The webhook, ``noe mutate`` and users'
-own tests reach it through :func:`noe_core.admission.review.admit` or
+own tests reach it through :func:`noe_core.admission.admitting.admit` or
 :func:`decide`, and so get the same answer. The rules are applied in the
 contract's order; the numbers in comments refer to them.
 
@@ -114,7 +114,7 @@ def skipped(obj: Mapping[str, Any], kind: str, operation: str, sub_resource: str
 def lookup_images(workload: Workload, session: PlacementSession | None = None) -> tuple[str, ...]:
     """The images whose platforms :func:`place` will need; empty when it will not look at any.
 
-    ``session`` is the admission's own (:func:`noe_core.admission.review.admit` builds one and hands
+    ``session`` is the admission's own (:func:`noe_core.admission.admitting.admit` builds one and hands
     it to :func:`place` as well), so the pod's architecture selection is read once.
     """
     if workload.node_name:
@@ -386,7 +386,7 @@ def decide(
     """Apply the placement contract to ``obj`` (a Pod or DaemonSet) without modifying it.
 
     The one-call form for tests and tools that already hold the lookups;
-    :func:`noe_core.admission.review.admit` is the same decision for an AdmissionReview.
+    :func:`noe_core.admission.admitting.admit` is the same decision for an AdmissionReview.
     ``dry_run`` does not change the answer (rule 12); it is accepted so callers
     can pass the request through unchanged. Raises :class:`InvalidObject` for an
     object noe acts on but cannot read.

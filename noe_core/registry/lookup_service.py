@@ -92,7 +92,7 @@ class Inspection:
 
     @property
     def result(self) -> LookupResult:
-        """The answer :func:`noe_core.admission.review.admit` takes."""
+        """The answer :func:`noe_core.admission.admitting.admit` takes."""
         return LookupResult(self.lookups, self.warnings)
 
 

@@ -1,6 +1,6 @@
 """``noe report``'s answer: which workloads could run on each architecture, and what blocks the rest.
 
-Built from the cluster's pods (:func:`read_pod`) and one lookup per image, by
+Built from the cluster's pods (:func:`~noe_core.report.pods.read_pod`) and one lookup per image, by
 :func:`build_report`; pure, no I/O. An image's platforms are read by the
 placement contract's rule 4 (:func:`noe_core.placement.image_reading.read_image`: system
 OSes, schedulable architectures, attestations and ``unknown`` entries ignored), so
@@ -36,67 +36,20 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-from noe_core.errors import InvalidObject
 from noe_core.image.image_platforms import LookupFailure, Lookups
 from noe_core.image.offer import Offer, PlatformScope, describe
-from noe_core.k8s.object_meta import read_object_meta
-from noe_core.k8s.owners import Owners, TopOwner
-from noe_core.k8s.resources import PodRequests, cores, pod_requests
-from noe_core.k8s.workload import POD, read_workload
+from noe_core.k8s.owners import TopOwner
+from noe_core.k8s.resources import PodRequests, cores
 from noe_core.placement.image_reading import Artifact, read_image
 from noe_core.placement.needs import shared
-from noe_core.policies.rollout import CONTROL, ROLLOUT_LABEL
+from noe_core.policies.rollout import CONTROL
 from noe_core.policies.settings import PolicySettings
 from noe_core.report.plan import Plan, Savings
+from noe_core.report.pods import PodEntry
 from noe_core.report.pricing import Prices, money
 
 Status = Literal["runnable", "limited", "blocked", "unknown"]
-FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 DEFAULT_ARCHITECTURES = ("amd64", "arm64")
-
-
-@dataclass(frozen=True)
-class PodEntry:
-    """What the report needs of one pod."""
-
-    namespace: str
-    name: str
-    workload: TopOwner
-    images: tuple[str, ...]
-    requests: PodRequests
-    active: bool
-    pull_secrets: tuple[str, ...] = ()
-    rollout: str = ""
-    """Its ``arch.noe.adevinta.com/rollout`` label: the rollout's architecture (cohort), ``control``, or empty."""
-
-
-def read_pod(pod: Mapping[str, Any], owners: Owners) -> PodEntry:
-    """Read a Pod as the API returns it; raises :class:`InvalidObject` naming the pod."""
-    if not isinstance(pod, Mapping):
-        raise InvalidObject(f"a Pod must be an object, not {type(pod).__name__}")
-    try:
-        meta = read_object_meta(pod)
-    except InvalidObject as exc:
-        raise InvalidObject(f"a Pod: {exc}") from None
-    owner = owners.top_owner(meta)
-    label = f"Pod {owner.namespace}/{meta.name}"
-    try:
-        view = read_workload(pod, POD, meta=meta)
-        requests = pod_requests(view.spec)
-    except InvalidObject as exc:
-        raise InvalidObject(f"{label}: {exc}") from None
-    status = pod.get("status")
-    phase = status.get("phase") if isinstance(status, Mapping) else None
-    return PodEntry(
-        owner.namespace,
-        meta.name,
-        owner,
-        view.images,
-        requests,
-        phase not in FINISHED_PHASES,
-        view.pull_secrets,
-        meta.labels.get(ROLLOUT_LABEL, ""),
-    )
 
 
 @dataclass(frozen=True)

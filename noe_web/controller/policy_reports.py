@@ -28,7 +28,8 @@ from noe_core.image.image_platforms import ImagePlatforms, Lookup
 from noe_core.k8s.owners import Owners
 from noe_core.policies.settings import PolicySettings
 from noe_core.registry.lookup_service import LookupService
-from noe_core.report.build import DEFAULT_ARCHITECTURES, PodEntry, build_report, read_pod
+from noe_core.report.build import DEFAULT_ARCHITECTURES, build_report
+from noe_core.report.pods import PodEntry, read_pod
 from noe_core.report.policy_reports import API_VERSION, namespace_report, policy_reports, report_name, same_results
 from noe_core.util.deadline import Deadline
 from noe_web.controller.actions import Actions, NotLeader, policy_reports_path

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from noe_core import InvalidObject
 from noe_core.image.learned import CONFIGMAP, LearnedPlatforms, read_learned
 from noe_core.k8s.owners import INTERMEDIATE_KINDS, Owners
-from noe_core.report.build import PodEntry, read_pod
+from noe_core.report.pods import PodEntry, read_pod
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from noe_core import Deadline, Lookup, LookupFailure, StaticPlatforms
 from noe_core.cli.flags import PLATFORMS, require
 from noe_core.registry.lookup_service import Inspection, LookupService, PullSecretReader
-from noe_core.report.build import PodEntry
+from noe_core.report.pods import PodEntry
 
 if TYPE_CHECKING:
     from noe_web.commands.shared_cache import SharedCacheConfig

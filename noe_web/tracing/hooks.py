@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from noe_core.admission.review import Admission
+from noe_core.admission.admitting import Admission
 from noe_core.registry.tracer import NULL_SPAN, NullSpan, NullTracer, Span, Tracer
 
 

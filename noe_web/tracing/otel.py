@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from noe_core.admission.review import Admission
+from noe_core.admission.admitting import Admission
 from noe_core.errors import NoeError
 from noe_core.registry.tracer import Attributes, AttributeValue
 from noe_core.util.installed_version import installed_version

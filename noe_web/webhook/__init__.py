@@ -1,5 +1,5 @@
 """The webhook proper, the thin Flask app of the design: parse HTTP, call
-:func:`noe_core.admission.review.admit`, serialise.
+:func:`noe_core.admission.admitting.admit`, serialise.
 
 * :mod:`.app` — ``create_app(services)``: ``/mutate``, ``/livez``, ``/healthz``, ``/readyz``;
 * :mod:`.admission` — one admission: lookups within the deadline, Events, metrics, the log line.

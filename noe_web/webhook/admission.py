@@ -4,7 +4,7 @@ The web layer hands a decoded AdmissionReview to :meth:`AdmissionService.review`
 and serialises what comes back. Every step that can be slow is bounded by one
 :class:`~noe_core.util.deadline.Deadline` of ``--admission-deadline`` seconds:
 
-The admission itself is :func:`noe_core.admission.review.admit`, the same function
+The admission itself is :func:`noe_core.admission.admitting.admit`, the same function
 ``noe mutate`` calls; this service supplies its ``inspect``:
 
 1. ``admit`` reads the object once, gets the pod's settings from the flags and
@@ -40,7 +40,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from noe_core.admission.review import Admission, admit, parse_admission_review
+from noe_core.admission.admitting import Admission, admit
+from noe_core.admission.review import parse_admission_review
 from noe_core.image.declared import StaticPlatforms
 from noe_core.image.image_platforms import LookupFailure, LookupRequest, LookupResult
 from noe_core.policies.merge import PolicySource

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from noe_core import testing
-from noe_core.admission.review import admit, parse_admission_review
+from noe_core.admission.admitting import admit
+from noe_core.admission.review import parse_admission_review
 from noe_core.image.declared import StaticPlatforms
 from noe_core.image.image_platforms import LookupRequest, LookupResult
 from noe_core.policies.documents import read_documents

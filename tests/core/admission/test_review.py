@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.admission.review import AdmissionRequest, admit, parse_admission_review, review_response
+from noe_core.admission.admitting import admit
+from noe_core.admission.review import AdmissionRequest, parse_admission_review, review_response
 from noe_core.errors import InvalidObject
 from noe_core.image.image_platforms import fixed
 from noe_core.placement.rules import decide

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from noe_core import testing
-from noe_core.admission.review import admit, parse_admission_review
+from noe_core.admission.admitting import admit
+from noe_core.admission.review import parse_admission_review
 from noe_core.image.image_platforms import ImagePlatforms, LookupResult, fixed
 from noe_core.image.learned import (
     LearnedPlatforms,

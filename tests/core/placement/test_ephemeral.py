@@ -6,7 +6,8 @@ import copy
 from typing import Any
 
 from noe_core import testing
-from noe_core.admission.review import admit, parse_admission_review
+from noe_core.admission.admitting import admit
+from noe_core.admission.review import parse_admission_review
 from noe_core.image.image_platforms import ImagePlatforms, LookupRequest, LookupResult, fixed
 from noe_core.image.node_platform import NodePlatform
 from noe_core.k8s.workload import read_workload

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from noe_core.admission.review import admit, parse_admission_review
+from noe_core.admission.admitting import admit
+from noe_core.admission.review import parse_admission_review
 from noe_core.image.image_platforms import ImagePlatforms, LookupFailure, fixed
 from noe_core.placement.gate import SCHEDULING_GATE, remove_gate_operation
 from noe_core.policies.settings import PolicySettings

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.admission.review import admit, parse_admission_review
+from noe_core.admission.admitting import admit
+from noe_core.admission.review import parse_admission_review
 from noe_core.image.image_platforms import fixed
 from noe_core.k8s.object_meta import read_object_meta
 from noe_core.policies.objects import read_policy, with_status

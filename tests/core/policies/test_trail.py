@@ -10,7 +10,8 @@ from typing import Any
 import jsonpatch
 
 from noe_core import testing
-from noe_core.admission.review import Admission, admit, parse_admission_review
+from noe_core.admission.admitting import Admission, admit
+from noe_core.admission.review import parse_admission_review
 from noe_core.image.declared import StaticPlatforms
 from noe_core.image.image_platforms import LookupRequest, LookupResult, fixed
 from noe_core.policies import PolicyRef

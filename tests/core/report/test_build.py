@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from noe_core import ImagePlatforms, LookupFailure, PolicySettings
-from noe_core.errors import InvalidObject
 from noe_core.k8s.owners import Owners, TopOwner
 from noe_core.placement.rules import image_architectures
 from noe_core.policies.rollout import ROLLOUT_LABEL
-from noe_core.report.build import Figures, build_report, read_pod
+from noe_core.report.build import Figures, build_report
+from noe_core.report.pods import read_pod
 
 LOOKUPS = {
     "multi": ImagePlatforms.of("linux/amd64", "linux/arm64/v8", "unknown/unknown"),
@@ -165,18 +163,6 @@ def test_json_shape_is_stable() -> None:
         "blocking": {"amd64": {"workloads": 1, "pods": 1, "cpu_cores": 1, "memory_bytes": 2**20}},
     }
     assert data["images"][1]["error"] == "registry answered 500" and "architectures" not in data["images"][1]
-
-
-def test_read_pod_names_the_pod() -> None:
-    bad = pod("p", ["multi"], "lots")
-    with pytest.raises(InvalidObject, match=r"^Pod ns/p: spec\.containers\[0\]\.resources\.requests\.cpu"):
-        read_pod(bad, Owners())
-    entry = read_pod(
-        pod("q", ["multi"])
-        | {"spec": {"containers": [{"image": "multi"}], "imagePullSecrets": [{"name": "r"}, {"name": "r"}, {}]}},
-        Owners(),
-    )
-    assert entry.pull_secrets == ("r",)
 
 
 PLATFORM_LOOKUPS = {

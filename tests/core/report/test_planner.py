@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from noe_core import ImagePlatforms, LookupFailure, PolicySettings
 from noe_core.errors import InvalidSettings
 from noe_core.k8s.owners import Owners
-from noe_core.report.build import Report, build_report, read_pod
+from noe_core.report.build import Report, build_report
 from noe_core.report.plan import Upgrade, canonical_image
 from noe_core.report.planner import choose_target, with_plan
+from noe_core.report.pods import read_pod
 from noe_core.report.pricing import Prices, parse_prices
 
 AMD = ImagePlatforms.of("linux/amd64")

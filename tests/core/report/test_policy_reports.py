@@ -10,9 +10,10 @@ import jsonschema
 
 from noe_core import ImagePlatforms, LookupFailure, PolicySettings
 from noe_core.k8s.owners import Owners
-from noe_core.report.build import Report, build_report, read_pod
+from noe_core.report.build import Report, build_report
 from noe_core.report.plan import Upgrade
 from noe_core.report.planner import with_plan
+from noe_core.report.pods import read_pod
 from noe_core.report.policy_reports import policy_reports, same_results
 from noe_core.report.pricing import Prices, parse_prices
 from tests.support.paths import ROOT

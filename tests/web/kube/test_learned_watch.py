@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from noe_core import testing
-from noe_core.admission.review import admit, parse_admission_review
+from noe_core.admission.admitting import admit
+from noe_core.admission.review import parse_admission_review
 from noe_core.image.image_platforms import ImagePlatforms, fixed
 from noe_core.image.learned import CONFIGMAP, data_key
 from noe_core.policies.settings import PolicySettings

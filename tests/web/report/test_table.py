@@ -7,7 +7,8 @@ from typing import Any
 from noe_core import ImagePlatforms, PolicySettings
 from noe_core.k8s.owners import Owners
 from noe_core.policies.rollout import ROLLOUT_LABEL
-from noe_core.report.build import build_report, read_pod
+from noe_core.report.build import build_report
+from noe_core.report.pods import read_pod
 from noe_web.report.table import render_table
 
 
