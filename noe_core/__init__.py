@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from noe_core import testing
+from noe_core import _moved, testing
 from noe_core.admission.admitting import Admission, admit
 from noe_core.admission.review import AdmissionRequest, parse_admission_review, review_response
 from noe_core.errors import (
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from noe_core.credentials.keychain import Credential, Keychain, MultiKeychain
     from noe_core.registry.lookup_service import LookupService
     from noe_core.registry.resolver import ImageInfo, Resolver, resolve_platforms
+
+_moved.install()  # the module paths noe_core had before its folders, for one release
 
 # Names whose modules import requests, start threads or run subprocesses: loaded on first access.
 _LAZY = {
