@@ -3,9 +3,10 @@
 Each is a :class:`~noe_core.cli.parser.Flag`: name, value parser
 (:mod:`noe_core.cli.values`), default as a user would type it, help and
 ``NOE_*`` variable; :mod:`noe_core.cli.parser` turns it into an argparse
-option. ``noe serve``, ``noe certs``, ``noe report`` and ``noe cache`` declare
-their own in :mod:`noe_web.commands.flags`, ``noe controller`` in
-:mod:`noe_web.controller.flags`, and share the policy and registry ones from here.
+option. The web commands declare the flags they share in :mod:`noe_web.flags`
+and their own beside them (:mod:`noe_web.commands.flags` for ``noe serve`` and
+``noe certs``, :mod:`noe_web.controller.flags`, :mod:`noe_web.report.flags`),
+and share the policy and registry ones from here.
 """
 
 from __future__ import annotations

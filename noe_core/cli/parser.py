@@ -12,8 +12,9 @@ from there — then exit status 2::
 
 Defaults are written as a user would type them and go through the same parser.
 The flags themselves are declared in catalogues: :mod:`noe_core.cli.flags`
-(``mutate``, ``inspect``, the policy and registry flags),
-:mod:`noe_web.commands.flags` and :mod:`noe_web.controller.flags`.
+(``mutate``, ``inspect``, the policy and registry flags), :mod:`noe_web.flags`
+(those the web commands share), :mod:`noe_web.commands.flags`,
+:mod:`noe_web.controller.flags` and :mod:`noe_web.report.flags`.
 """
 
 from __future__ import annotations

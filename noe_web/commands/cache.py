@@ -5,7 +5,7 @@ same file under ``--cache-dir`` (default ``--state-dir``), so every worker and t
 see what one of them fetched. With ``--cache-url`` (``noe serve``, ``noe controller``,
 ``noe report``) a :class:`~noe_core.registry.cache.redis.RedisCache` stands behind it, shared by
 every replica and rollout (``shared_cache_config`` reads its flags once, ``open_shared``
-connects, in :mod:`noe_web.commands.shared_cache`). ``noe cache stats|list|purge`` read and
+connects, in :mod:`noe_web.registry_cache`). ``noe cache stats|list|purge`` read and
 trim the node's file while the webhook runs (SQLite WAL: they never block it for long) — or,
 with ``--cache-url``, the shared Redis.
 """
@@ -13,7 +13,6 @@ with ``--cache-url``, the shared Redis.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -27,8 +26,8 @@ from noe_core.registry.cache.rows import from_row
 from noe_core.registry.cache.sqlite import CachedImage, CacheStore, open_store
 from noe_core.registry.settings import RegistrySettings
 from noe_web.commands.config import default_state_dir
-from noe_web.commands.flags import CACHE_FLAGS
-from noe_web.commands.shared_cache import open_shared, shared_cache_config
+from noe_web.flags import CACHE_FLAGS
+from noe_web.registry_cache import open_shared, shared_cache_config, sized
 
 if TYPE_CHECKING:
     from noe_core.registry.cache.redis import RedisCache
@@ -37,11 +36,6 @@ if TYPE_CHECKING:
 def cache_dir(ns: argparse.Namespace) -> Path:
     """``--cache-dir``, else ``--state-dir``, else the default state directory."""
     return Path(ns.cache_dir or ns.state_dir or default_state_dir())
-
-
-def sized(settings: RegistrySettings, ns: argparse.Namespace) -> RegistrySettings:
-    """``settings`` with the cache bounds of the flags."""
-    return dataclasses.replace(settings, max_cached_images=ns.max_cached_images, max_cached_tags=ns.max_cached_tags)
 
 
 def open_cache(ns: argparse.Namespace, on_evict: Callable[[str, int], None] | None = None) -> CacheStore | None:

@@ -28,7 +28,6 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -38,10 +37,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 
 from noe_core.cli.parser import add_flags, require
 from noe_core.errors import InvalidSettings
-from noe_web.commands.flags import CERTS_FLAGS, KUBECONFIG
+from noe_web.commands.flags import CERTS_FLAGS
+from noe_web.flags import KUBECONFIG
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import ApiConfig, discover
 from noe_web.kube.errors import KubeError, NotFound, Unavailable
+from noe_web.kube.namespace import own_namespace
 from noe_web.server.tls import issue_serving_cert, make_ca
 
 __all__ = [
@@ -380,14 +381,6 @@ def add_certs_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     parser.set_defaults(run=run_certs)
 
 
-def _own_namespace() -> str | None:
-    path = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
-
-
 def run_certs(
     ns: argparse.Namespace,
     *,
@@ -395,7 +388,7 @@ def run_certs(
 ) -> int:
     """Entry point of ``noe certs``: 0 done, 1 API failure, 2 bad settings."""
     say: Callable[[str], None] = lambda text: print(f"noe certs: {text}", file=sys.stderr)  # noqa: E731
-    namespace = ns.namespace or _own_namespace()
+    namespace = ns.namespace or own_namespace(default="")
     if not namespace:
         say("no namespace: give --namespace (or run in a pod)")
         return 2

@@ -21,16 +21,8 @@ from noe_core.cli.parser import add_flags, require, usage_error
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
 from noe_core.policies.settings import PolicySettings
-from noe_web.commands.flags import (
-    BIND,
-    CERT_DIR,
-    IMAGE_PLATFORMS,
-    KUBECONFIG,
-    METRICS_ADDR,
-    SERVE_FLAGS,
-    TLS_CERT_FILE,
-    TLS_KEY_FILE,
-)
+from noe_web.commands.flags import BIND, CERT_DIR, SERVE_FLAGS, TLS_CERT_FILE, TLS_KEY_FILE
+from noe_web.flags import IMAGE_PLATFORMS, KUBECONFIG, METRICS_ADDR
 from noe_web.tracing.config import TRACING_OFF, TracingConfig, read_tracing
 
 
@@ -78,7 +70,7 @@ class ServeConfig:
     policy: PolicySettings
     registry: Any  # noe_core.registry.settings.RegistrySettings
     node_keychain: Any  # noe_core.credentials.keychain.Keychain | None
-    shared_cache: Any  # noe_web.commands.cache.SharedCacheConfig | None
+    shared_cache: Any  # noe_web.registry_cache.SharedCacheConfig | None
     args: argparse.Namespace
     policy_files: tuple[str, ...] = ()
     policy_documents: Any = None  # noe_core.policies.documents.PolicyDocuments, read from policy_files
@@ -126,7 +118,7 @@ class ServeConfig:
         policy = policy_settings_from_args(ns)
         registry = registry_settings_from_args(ns)
         node_keychain = node_keychain_from_args(ns)
-        from noe_web.commands.shared_cache import shared_cache_config  # noqa: PLC0415
+        from noe_web.registry_cache import shared_cache_config  # noqa: PLC0415
 
         shared_cache = shared_cache_config(ns)
         if shared_cache is not None and shared_cache.timeout * 2 > ns.admission_deadline:

@@ -35,9 +35,6 @@ from noe_web.commands.flags import (
     LEADER_ELECT,
     LEADER_ELECTION_ID,
     LEADER_ELECTION_NAMESPACE,
-    LOG_FORMAT,
-    LOG_LEVEL_FLAG,
-    METRICS_ADDR,
     METRICS_BIND_ADDRESS,
     TLS_CERT_FILE,
     TLS_KEY_FILE,
@@ -47,6 +44,7 @@ from noe_web.commands.flags import (
     ZAP_STACKTRACE_LEVEL,
     ZAP_TIME_ENCODING,
 )
+from noe_web.flags import LOG_FORMAT, LOG_LEVEL_FLAG, METRICS_ADDR
 
 NOTES = "noe_style_notes"
 """Namespace attribute holding the warnings found before parsing (logged once logging is set up)."""

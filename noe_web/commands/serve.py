@@ -74,8 +74,8 @@ def build_app(config: ServeConfig, api: Any) -> Any:
     metrics = Metrics()
     tracing = open_tracing(config.tracing)  # after the fork: each worker exports its own spans
     static = StaticPlatforms.load(config.image_platforms) if config.image_platforms else None
-    from noe_web.commands.cache import open_cache, sized  # noqa: PLC0415
-    from noe_web.commands.shared_cache import open_shared  # noqa: PLC0415
+    from noe_web.commands.cache import open_cache  # noqa: PLC0415
+    from noe_web.registry_cache import open_shared, sized  # noqa: PLC0415
 
     settings = sized(config.registry, config.args)
     session = make_session(settings)
@@ -155,9 +155,9 @@ def _learned(config: ServeConfig, api: Any) -> Any:
     """This worker's watch of ``noe-learned-platforms`` in noe's namespace (``None`` without an API)."""
     if api is None:
         return None
-    from noe_web.controller.command import own_namespace  # noqa: PLC0415
     from noe_web.kube.client import KubeClient  # noqa: PLC0415
     from noe_web.kube.learned_watch import LearnedWatch  # noqa: PLC0415
+    from noe_web.kube.namespace import own_namespace  # noqa: PLC0415
 
     watch = LearnedWatch(KubeClient(api, secret_cache_size=0, timeout=10.0), config.noe_namespace or own_namespace())
     watch.start()
@@ -287,8 +287,8 @@ def _check_cache(config: ServeConfig) -> None:
     """Open the shared registry cache once before the workers fork: a damaged file is moved aside
     (and warned about) here, once, rather than by workers racing each other; a Redis that does
     not answer is warned about here, once, too."""
-    from noe_web.commands.cache import open_cache, sized  # noqa: PLC0415
-    from noe_web.commands.shared_cache import open_shared  # noqa: PLC0415
+    from noe_web.commands.cache import open_cache  # noqa: PLC0415
+    from noe_web.registry_cache import open_shared, sized  # noqa: PLC0415
 
     store = open_cache(config.args)
     if store is not None:

@@ -22,19 +22,18 @@ from noe_core.cli.parser import add_flags, require
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
 from noe_core.policies.settings import PolicySettings
-from noe_web.commands.flags import IMAGE_PLATFORMS, KUBECONFIG
 from noe_web.controller.flags import (
-    CONTROLLER_CACHE_FLAGS,
     CONTROLLER_FLAGS,
     LEASE_DURATION,
     POLICY_REPORT_INTERVAL,
     RENEW_DEADLINE,
     RETRY_PERIOD,
 )
+from noe_web.flags import IMAGE_PLATFORMS, KUBECONFIG, SHARED_CACHE_BOUNDED_FLAGS
+from noe_web.kube.namespace import own_namespace
 
 log = logging.getLogger("noe.controller")
 
-NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 JITTER = 1.2
 MIN_POLICY_REPORT_INTERVAL = 1.0
 DEFAULT_POLICY_REPORT_TARGET = "arm64"
@@ -50,18 +49,10 @@ def add_controller_parser(subparsers: argparse._SubParsersAction[argparse.Argume
         "errors and place pods the webhook gated. Every flag is also a NOE_* variable.",
     )
     add_flags(parser.add_argument_group("controller"), CONTROLLER_FLAGS)
-    add_flags(parser.add_argument_group("cache shared with noe serve"), CONTROLLER_CACHE_FLAGS)
+    add_flags(parser.add_argument_group("cache shared with noe serve"), SHARED_CACHE_BOUNDED_FLAGS)
     add_policy_arguments(parser)
     add_registry_arguments(parser)
     parser.set_defaults(run=run_controller)
-
-
-def own_namespace(path: Path = NAMESPACE_FILE) -> str:
-    """The pod's namespace from its service-account mount, else ``default``."""
-    try:
-        return path.read_text().strip() or "default"
-    except OSError:
-        return "default"
 
 
 @dataclass(frozen=True)
@@ -88,7 +79,7 @@ class ControllerConfig:
     policy_reports: bool = False
     policy_report_target: str = DEFAULT_POLICY_REPORT_TARGET
     policy_report_interval: float = 60.0
-    shared_cache: Any = None  # noe_web.commands.cache.SharedCacheConfig | None
+    shared_cache: Any = None  # noe_web.registry_cache.SharedCacheConfig | None
     noe_namespace: str = "default"
 
     @classmethod
@@ -120,8 +111,7 @@ class ControllerConfig:
                 f"--target {target} is not among --cluster-schedulable-archs "
                 f"({', '.join(sorted(policy.schedulable_archs))}): the PolicyReports would judge nothing there"
             )
-        from noe_web.commands.cache import sized  # noqa: PLC0415
-        from noe_web.commands.shared_cache import shared_cache_config  # noqa: PLC0415
+        from noe_web.registry_cache import shared_cache_config, sized  # noqa: PLC0415
 
         return cls(
             policy=policy,
@@ -210,7 +200,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
 
     metrics = ControllerMetrics()
     kube = KubeClient(api, secret_cache_ttl=config.pull_secret_cache_ttl, timeout=10.0)
-    from noe_web.commands.shared_cache import open_shared  # noqa: PLC0415
+    from noe_web.registry_cache import open_shared  # noqa: PLC0415
 
     resolver = Resolver(
         make_session(config.registry),

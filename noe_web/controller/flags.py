@@ -12,18 +12,15 @@ from __future__ import annotations
 from noe_core.cli.flags import LOOKUP_TIMEOUT
 from noe_core.cli.parser import Flag
 from noe_core.cli.values import Boolean, DnsName, Duration
-from noe_web.commands.flags import (
+from noe_web.flags import (
     IMAGE_PLATFORMS,
     KUBECONFIG,
     LOG_FORMAT,
     LOG_LEVEL_FLAG,
-    MAX_CACHED_IMAGES,
-    MAX_CACHED_TAGS,
     METRICS_ADDR,
     NOE_NAMESPACE,
     PULL_SECRET_CACHE_TTL,
     PULL_SECRETS_HINT,
-    SHARED_CACHE_FLAGS,
     TARGET,
 )
 
@@ -109,6 +106,3 @@ CONTROLLER_FLAGS = (
     POLICY_REPORT_INTERVAL,
     TARGET,
 )
-
-CONTROLLER_CACHE_FLAGS = (*SHARED_CACHE_FLAGS, MAX_CACHED_IMAGES, MAX_CACHED_TAGS)
-"""``--cache-url`` and its bounds, as ``noe serve`` reads them: the controller shares the webhook's answers."""

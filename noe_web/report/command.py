@@ -57,26 +57,23 @@ from noe_core.image.image_platforms import LookupResult
 from noe_core.report.build import DEFAULT_ARCHITECTURES, Report, build_report
 from noe_core.report.planner import choose_target, with_plan
 from noe_core.report.pricing import Prices
-from noe_web.commands.flags import (
+from noe_web.flags import KUBECONFIG, NOE_NAMESPACE, SHARED_CACHE_BOUNDED_FLAGS, TARGET
+from noe_web.registry_cache import shared_cache_config
+from noe_web.report.flags import (
     API_TIMEOUT,
     CONCURRENCY,
     HTML,
-    KUBECONFIG,
     MEMORY_PRICES,
-    NOE_NAMESPACE,
     PRICES,
     REPORT_FILENAME,
     REPORT_NAMESPACE,
     REPORT_OUTPUT,
-    TARGET,
     TOP,
     UPGRADE_HINTS,
 )
-from noe_web.commands.shared_cache import shared_cache_config
-from noe_web.controller.flags import CONTROLLER_CACHE_FLAGS
 from noe_web.report.hints import hint_pull_secrets, upgrade_hints
 from noe_web.report.inventory import ClusterReader, pods_from_file
-from noe_web.report.lookups import image_pull_secrets, lookup_images, progress_bar, report_service
+from noe_web.report.lookups import image_pull_secrets, lookup_each, progress_bar, report_service
 from noe_web.report.table import render_table
 
 EXIT_OK = 0
@@ -97,7 +94,7 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         parser.add_argument_group("input"), (REPORT_FILENAME, KUBECONFIG, REPORT_NAMESPACE, API_TIMEOUT, NOE_NAMESPACE)
     )
     add_flags(parser.add_argument_group("images"), (PLATFORMS, LOOKUP_TIMEOUT, CONCURRENCY))
-    add_flags(parser.add_argument_group("cache shared with noe serve"), CONTROLLER_CACHE_FLAGS)
+    add_flags(parser.add_argument_group("cache shared with noe serve"), SHARED_CACHE_BOUNDED_FLAGS)
     add_flags(parser.add_argument_group("migration"), (PRICES, MEMORY_PRICES, TARGET, UPGRADE_HINTS))
     add_flags(parser.add_argument_group("output"), (REPORT_OUTPUT, HTML, TOP))
     add_policy_arguments(parser)
@@ -197,7 +194,7 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         pull_secrets = image_pull_secrets(inventory.pods) if secrets is not None else {}
         update, close = progress_bar(len(images), err)
         try:
-            lookups = lookup_images(
+            lookups = lookup_each(
                 images,
                 service,
                 pull_secrets=pull_secrets,
@@ -210,7 +207,7 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         _say(err, lookups.notes)
         answers, learned = lookups.answers, LookupResult({})
         if reader is not None:  # what exec format errors proved, as the webhook applies it
-            from noe_web.controller.command import own_namespace  # noqa: PLC0415
+            from noe_web.kube.namespace import own_namespace  # noqa: PLC0415
 
             known, notes = reader.learned(ns.noe_namespace or own_namespace())
             _say(err, notes)

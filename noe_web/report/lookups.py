@@ -20,7 +20,7 @@ from noe_core.registry.lookup_service import Inspection, LookupService, PullSecr
 from noe_core.report.pods import PodEntry
 
 if TYPE_CHECKING:
-    from noe_web.commands.shared_cache import SharedCacheConfig
+    from noe_web.registry_cache import SharedCacheConfig
 
 Progress = Callable[[int], None]
 PullSecretNames = dict[str, tuple[str, ...]]
@@ -64,7 +64,7 @@ def image_pull_secrets(pods: Iterable[PodEntry]) -> dict[str, PullSecretNames]:
     }
 
 
-def lookup_images(
+def lookup_each(
     images: Sequence[str],
     service: LookupService,
     *,
@@ -111,8 +111,7 @@ def report_service(
     platforms = require(ns, PLATFORMS)
     if platforms is not None:
         return LookupService(static=StaticPlatforms.load(platforms))
-    from noe_web.commands.cache import sized  # noqa: PLC0415
-    from noe_web.commands.shared_cache import open_shared  # noqa: PLC0415
+    from noe_web.registry_cache import open_shared, sized  # noqa: PLC0415
 
     settings = sized(settings, ns)
     resolver = Resolver(

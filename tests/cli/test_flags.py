@@ -23,7 +23,7 @@ from noe_core.cli import values
 from noe_core.cli.options import go_style_argv
 from noe_core.cli.parser import Flag, flag_of
 from noe_web.commands import build_parser, main
-from noe_web.commands.flags import HostPort
+from noe_web.flags import HostPort
 from noe_web.server import application as server
 from tests.support.paths import ROOT
 

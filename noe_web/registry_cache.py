@@ -1,16 +1,19 @@
-"""``--cache-url`` and its companions, read once; the Redis level opened from them.
+"""The registry cache as every noe process opens it: its bounds, and the Redis level shared by the replicas.
 
 ``noe serve``, ``noe controller``, ``noe report`` and ``noe cache`` read the same flags
-(:data:`~noe_web.commands.flags.SHARED_CACHE_FLAGS`) into one :class:`SharedCacheConfig`:
-a malformed URL, a missing or short key, or a CA file without TLS is a usage error of one
-line (exit 2) that never shows the password. :func:`open_shared` builds the
-:class:`~noe_core.registry.cache.redis.RedisCache` for this process (``redis`` is imported
-only then).
+(:data:`~noe_web.flags.SHARED_CACHE_FLAGS`, the bounds of
+:data:`~noe_web.flags.SHARED_CACHE_BOUNDED_FLAGS`): :func:`sized` puts the bounds in the
+registry settings, and :func:`shared_cache_config` reads ``--cache-url`` and its companions once
+into one :class:`SharedCacheConfig`: a malformed URL, a missing or short key, or a CA file
+without TLS is a usage error of one line (exit 2) that never shows the password.
+:func:`open_shared` builds the :class:`~noe_core.registry.cache.redis.RedisCache` for this
+process (``redis`` is imported only then).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,10 +22,15 @@ from noe_core.cli.parser import require, usage_error
 from noe_core.errors import InvalidSettings
 from noe_core.registry.cache.url import CacheURL
 from noe_core.registry.settings import RegistrySettings
-from noe_web.commands.flags import CACHE_CA_FILE, CACHE_KEY_FILE, CACHE_URL
+from noe_web.flags import CACHE_CA_FILE, CACHE_KEY_FILE, CACHE_URL
 
 if TYPE_CHECKING:
     from noe_core.registry.cache.redis import RedisCache, RedisObserver
+
+
+def sized(settings: RegistrySettings, ns: argparse.Namespace) -> RegistrySettings:
+    """``settings`` with the cache bounds of the flags."""
+    return dataclasses.replace(settings, max_cached_images=ns.max_cached_images, max_cached_tags=ns.max_cached_tags)
 
 
 @dataclass(frozen=True)
