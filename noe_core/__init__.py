@@ -7,6 +7,25 @@ credentials (``Credential``, ``Keychain``, ``MultiKeychain`` in
 :mod:`noe_core.credentials`) the only code that runs subprocesses. Both are loaded
 on first use (PEP 562), so ``import noe_core`` imports no HTTP library and starts
 no thread; ``tests/core/test_import_purity.py`` checks it.
+
+Folders by concern: a folder imports only the folders below it (the rules
+are ``docs/architecture.md``'s, and ``tests/project/test_architecture.py``
+holds the code to them):
+
+* :mod:`.util` — small pure helpers: deadlines, fields of decoded JSON, safe YAML, JSON Patch, caches
+* :mod:`.name` — names: image references, registry host patterns, Kubernetes names
+* :mod:`.image` — the image model: platforms, manifests, an image's platforms and offer, nodes' platforms
+* :mod:`.k8s` — Kubernetes objects as noe reads them: metadata, workloads, owners, selectors, requests
+* :mod:`.policies` — placement policies, and the settings they merge into
+* :mod:`.placement` — the placement contract's rules and the parts they are built from
+* :mod:`.admission` — AdmissionReview in, one decision, AdmissionReview out
+* :mod:`.report` — ``noe report``'s answer: what could run where, prices, the migration plan
+* :mod:`.registry` — the registry client (the only HTTP) and its cache
+* :mod:`.credentials` — keychains: Docker and containerd configuration, pull Secrets, kubelet plugins
+* :mod:`.cli` — ``noe mutate``, ``noe inspect``, ``noe policy``
+* :mod:`.errors` — the error tree every noe_core error belongs to
+* :mod:`.testing` — builders and a scheduler predicate, to test placement offline
+* :mod:`._moved` — the module paths noe_core had before its folders, kept for one release
 """
 
 from __future__ import annotations
@@ -50,6 +69,7 @@ from noe_core.image.platform import OsVersion, Platform, parse_platform
 from noe_core.k8s.workload import Workload, read_workload
 from noe_core.name.reference import Reference, parse_reference
 from noe_core.placement.rules import Decision, decide, images_to_inspect, place
+from noe_core.policies.rollout import ROLLOUT_LABEL, in_cohort
 from noe_core.policies.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
 from noe_core.registry.settings import RegistrySettings
 from noe_core.util.deadline import Deadline
@@ -90,6 +110,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "PREFERRED_ARCH_LABEL",
+    "ROLLOUT_LABEL",
     "Admission",
     "AdmissionRequest",
     "ArchToleration",
@@ -139,6 +160,7 @@ __all__ = [
     "decide",
     "fixed",
     "images_to_inspect",
+    "in_cohort",
     "make_patch",
     "parse_admission_review",
     "parse_config",

@@ -2,9 +2,7 @@
 
 Users check what noe will do to their workloads without a cluster::
 
-    from noe_core import testing
-    from noe_core.placement.rules import decide
-    from noe_core.policies.settings import PolicySettings
+    from noe_core import PolicySettings, decide, testing
 
     pod = testing.pod(images=["app:1"], labels={"team": "a"})
     decision = decide(pod, kind="Pod", operation="CREATE", namespace="default",
@@ -15,9 +13,7 @@ Users check what noe will do to their workloads without a cluster::
 
 Placement policies go through the same merge as in the cluster::
 
-    from noe_core.admission.admitting import admit
-    from noe_core.admission.review import parse_admission_review
-    from noe_core.image.image_platforms import fixed
+    from noe_core import admit, fixed, parse_admission_review
 
     policies = testing.policies(
         testing.cluster_policy("arm-first", preferredArchitectures=[{"architecture": "arm64", "weight": 80}]),

@@ -1,4 +1,8 @@
-"""AdmissionReview in, one decision, AdmissionReview out."""
+"""AdmissionReview in, one decision, AdmissionReview out.
+
+* :mod:`.review` — AdmissionReview v1/v1beta1 read strictly (``parse_admission_review``) and answered
+* :mod:`.admitting` — ``admit``: the one admission path of the webhook, ``noe mutate`` and users' tests
+"""
 
 from noe_core import _moved
 

@@ -1,7 +1,21 @@
 """The ``noe`` command's offline and registry subcommands: ``mutate``, ``inspect`` and ``policy``.
 
-``noe_web.commands`` adds ``serve`` and ``certs`` on top; ``python -m noe_core.cli``
-offers these two without the web extra installed.
+``noe_web.commands`` adds ``serve``, ``controller``, ``certs``, ``report`` and
+``cache`` on top; ``python -m noe_core.cli`` offers these three (and
+``completion``) without the web extra installed.
+
+* :mod:`.__main__` — ``python -m noe_core.cli``
+* :mod:`.parser` — a declared :class:`~.parser.Flag` becomes an argparse option; one-line usage errors
+* :mod:`.values` — typed value parsers, one per kind of flag value, shared by flags and ``NOE_*`` variables
+* :mod:`.options` — ``NOE_*`` variable names and Go's flag syntax (``-flag``, ``-switch=true``)
+* :mod:`.flags` — the flag catalogue: ``mutate``'s and ``inspect``'s, the policy and registry flags
+* :mod:`.policy_options` — the policy flags → ``PolicySettings``
+* :mod:`.registry_options` — the registry and credential flags → ``RegistrySettings``, the node keychain
+* :mod:`.output` — ``-o json|yaml``: the one way commands print structured data
+* :mod:`.mutate` — ``noe mutate``: the webhook's answer for a file, offline or against registries
+* :mod:`.inspect` — ``noe inspect``: an image's platforms as the webhook sees them
+* :mod:`.policy` — ``noe policy check`` and ``noe policy explain``: policy files as the cluster would judge them
+* :mod:`.completion` — ``noe completion bash|zsh|fish``: scripts generated from the real parser
 """
 
 from __future__ import annotations

@@ -1,1 +1,12 @@
-"""The placement contract (docs/placement.md): its rules and the parts they are built from."""
+"""The placement contract (``docs/placement.md``), pure: its rules and the parts they are built from.
+
+* :mod:`.rules` — the contract's rules: ``place`` records its edits, ``Decision`` carries the patch; ``decide``
+* :mod:`.session` — one placement's edit session (``PlacementSession``): the fields noe edits, copied once
+* :mod:`.scheduling` — node affinity, nodeSelector and toleration editing through ``Edits``
+* :mod:`.image_reading` — rule 4 per image (rules 14-17): each image's offer, failure or artifact
+* :mod:`.needs` — what a pod needs: its images' offers intersected (rule 6), the fewest node-selector terms
+* :mod:`.messages` — warnings and deny messages within the API server's limits
+* :mod:`.ephemeral` — rule 18: ``kubectl debug``'s ephemeral containers against the pod's node
+* :mod:`.gate` — gate mode: which pods the scheduling gate holds back (``held_back``)
+* :mod:`.compatibility` — can a node run a pod's images (the controller's test for misplaced pods)
+"""

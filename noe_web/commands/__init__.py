@@ -1,11 +1,16 @@
 """The ``noe`` console script and the commands that run noe's processes.
 
-``noe mutate`` and ``noe inspect`` come from :mod:`noe_core.cli`; this package
-adds ``serve`` (:mod:`.serve`, the composition root of the webhook process),
-``certs`` (:mod:`.certs`), ``cache`` (:mod:`.cache`), and, from their own
+``noe mutate``, ``noe inspect`` and ``noe policy`` come from :mod:`noe_core.cli`;
+this package adds ``serve``, ``certs`` and ``cache``, and, from their own
 packages, ``controller`` (:mod:`noe_web.controller`) and ``report``
-(:mod:`noe_web.report`). :mod:`.noe_compat` reads the Go Noe's command line as
-``serve``'s; :mod:`.flags` and :mod:`.config` declare and check serve's flags.
+(:mod:`noe_web.report`). Nothing imports this package but the console script.
+
+* :mod:`.serve` — ``noe serve``, the composition root of the webhook process
+* :mod:`.config` — parsed ``serve`` flags → ``ServeConfig``, checked
+* :mod:`.flags` — the flags of ``serve`` and ``certs`` alone, and the Go Noe's
+* :mod:`.noe_compat` — the Go Noe's command line read as ``serve``'s
+* :mod:`.certs` — ``noe certs``: CA and serving certificate, TLS Secret, webhook ``caBundle``
+* :mod:`.cache` — the node's registry cache as ``serve`` opens it, and ``noe cache``
 
 The web subcommands import Flask, gunicorn and cryptography only when they
 run, so ``noe mutate`` and ``noe inspect`` stay fast and work without the

@@ -1,9 +1,14 @@
 """The Kubernetes API, as noe uses it; no Flask, no gunicorn.
 
-* :mod:`.config` — kubeconfig or in-cluster service account → :class:`~.config.ApiConfig`;
-* :mod:`.client` — :class:`~.client.KubeClient`: Secrets (cached), Events, lists, watches, any call;
-* :mod:`.errors` — one exception type per answer a caller acts on;
-* :mod:`.exec_plugin` — kubeconfig ``exec`` credential plugins;
-* :mod:`.pull_secrets` — a pod's ``imagePullSecrets`` → one keychain, problems as warnings;
-* :mod:`.events` — Event objects and the bounded background queue that writes them.
+* :mod:`.config` — kubeconfig or in-cluster service account → :class:`~.config.ApiConfig`
+* :mod:`.client` — :class:`~.client.KubeClient`: Secrets (cached), Events, lists, watches, any call
+* :mod:`.errors` — one exception type per answer a caller acts on
+* :mod:`.exec_plugin` — kubeconfig ``exec`` credential plugins
+* :mod:`.namespace` — noe's own namespace, from the pod's service-account mount
+* :mod:`.nodes` — a Node's platform for rule 18, one GET per node, kept briefly
+* :mod:`.pull_secrets` — a pod's ``imagePullSecrets`` → one keychain, problems as warnings
+* :mod:`.informer` — paginated list and watch, relist on 410 Gone, reconnect with back-off
+* :mod:`.learned_watch` — the ConfigMap ``noe-learned-platforms``, watched in every webhook worker
+* :mod:`.policy_watch` — the cluster's placement policies and Namespaces, watched in every webhook worker
+* :mod:`.events` — Event objects and the bounded background queue that writes them
 """

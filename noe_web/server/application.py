@@ -87,7 +87,7 @@ class MetricsServer:
 
 
 class NoeServer(BaseApplication):  # type: ignore[misc]
-    """gunicorn's arbiter configured from a :class:`~noe_web.config.ServeConfig`."""
+    """gunicorn's arbiter configured from a :class:`~noe_web.commands.config.ServeConfig`."""
 
     def __init__(
         self,
