@@ -121,12 +121,15 @@ class LearnedPlatforms:
         if not self.entries:
             return result
         lookups: dict[str, Lookup] = dict(result.lookups)
+        sources = dict(result.sources)
         warnings = list(result.warnings)
         for image, found in result.lookups.items():
             if isinstance(found, ImagePlatforms):
                 lookups[image], said = self._without(image, found)
-                warnings.extend(said)
-        return LookupResult(lookups, tuple(dict.fromkeys(warnings)))
+                if said:
+                    warnings.extend(said)
+                    sources[image] = "learned"
+        return LookupResult(lookups, tuple(dict.fromkeys(warnings)), sources)
 
     def _without(self, image: str, found: ImagePlatforms) -> tuple[ImagePlatforms, list[str]]:
         index = self.entries.get(found.digest) if found.digest else None

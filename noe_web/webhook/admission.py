@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from noe_core.admission import Admission, admit, parse_admission_review
+from noe_core.admission import Admission, admit, parse_admission_review, review_response
 from noe_core.deadline import Deadline
 from noe_core.gate import OnLookupFailure
 from noe_core.lookup import LookupFailure, LookupRequest, LookupResult
@@ -48,6 +48,7 @@ from noe_core.platforms_file import StaticPlatforms
 from noe_core.policies.merge import PolicySource
 from noe_core.registry.lookup_service import LookupService, PlatformResolver
 from noe_core.settings import PolicySettings
+from noe_web import json_codec
 from noe_web.kube.client import KubeClient
 from noe_web.kube.events import (
     NORMAL,
@@ -207,6 +208,7 @@ class AdmissionService:
                 lambda lookup: self._inspect(lookup, deadline, stats),
                 nodes=lambda name: self._nodes.platform(name, deadline),
                 policies=self.policies,
+                learned=self.learned.current() if self.learned is not None else None,
             )
             if not request.dry_run:
                 self._record_events(admission)
@@ -218,7 +220,7 @@ class AdmissionService:
             )
             self._log(admission, seconds, stats)
             self.tracing.admitted(admission, stats)
-            return admission.response
+            return review_response(request, admission.decision, encode=json_codec.compact)
         finally:
             ADMISSION_UID.reset(token)
 
@@ -231,8 +233,6 @@ class AdmissionService:
         inspection = context.run(self._lookups.inspect, lookup, deadline=deadline, secret_budget=budget)
         if inspection.declared:
             self.metrics.static_lookups.inc(len(inspection.declared))
-        if self.learned is not None:  # digests an exec format error proved not to run on an architecture
-            return self.learned.current().apply(inspection.result)  # type: ignore[no-any-return]
         return inspection.result
 
     # ------------------------------------------------------------------ events and logs
