@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from noe_core.patch import Operation
 from noe_core.ephemeral import NodeLookup, acts_on_debug, check_debug, new_debug_images
 from noe_core.errors import InvalidObject
 from noe_core.gate import OnLookupFailure
 from noe_core.learned_platforms import LearnedPlatforms
 from noe_core.lookup import Inspect, Lookup, LookupRequest, LookupResult
 from noe_core.object_meta import ObjectMeta, read_object_meta
+from noe_core.patch import Operation
 from noe_core.pipeline import NO_LEARNED, PodInputs, merged_settings, prepare
 from noe_core.policies.merge import MergedSettings, PolicySource
 from noe_core.policy import Decision, Label, acts_on, skipped
@@ -208,7 +208,7 @@ def admit(
     pod's own placement alone.
     """
     if request.sub_resource and acts_on_debug(request.kind, request.operation, request.sub_resource):
-        return _admit_debug(request, settings, inspect, nodes, policies, learned)
+        return _admit_debug(request, settings, inspect, nodes=nodes, policies=policies, learned=learned)
     if not acts_on(request.kind, request.operation, request.sub_resource):
         decision = skipped(request.obj, request.kind, request.operation, request.sub_resource)
         return Admission(request, None, (), decision)
@@ -227,6 +227,7 @@ def _admit_debug(
     request: AdmissionRequest,
     settings: PolicySettings,
     inspect: Inspect,
+    *,
     nodes: NodeLookup | None,
     policies: PolicySource | None,
     learned: LearnedPlatforms | None,

@@ -215,4 +215,3 @@ def pod_inputs(
 
 
 __all__ = ["NO_LEARNED", "PodInputs", "Prepared", "Stage", "decide", "merged_settings", "pod_inputs", "prepare"]
-

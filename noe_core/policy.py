@@ -365,7 +365,9 @@ def place(
     The rules alone; :func:`noe_core.pipeline.decide` adds what placement policies, learned platforms and gate
     mode add, and is what every path of noe calls.
     """
-    placed = apply_rules(workload, namespace=namespace, lookups=lookups, settings=settings, session=session, rollout=rollout)
+    placed = apply_rules(
+        workload, namespace=namespace, lookups=lookups, settings=settings, session=session, rollout=rollout
+    )
     return placed.decision(workload.obj)
 
 

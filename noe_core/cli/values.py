@@ -39,6 +39,7 @@ from noe_core.settings import (
     is_arch_name,
     is_dns_subdomain,
     is_label_key,
+    is_label_value,
     normalize_arch_name,
     parse_arch_tolerations,
 )
@@ -217,6 +218,22 @@ class LabelKey:
         if not is_label_key(text):
             raise BadValue("is not a valid label key")
         return text
+
+
+@dataclass(frozen=True)
+class LabelPairs:
+    """``key=value,...``: a pod's labels (keys and values as Kubernetes accepts them), as a selector reads them."""
+
+    metavar: str = "KEY=VALUE,..."
+
+    def __call__(self, text: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for entry in parse_comma_list(text):
+            key, sep, value = entry.partition("=")
+            if not sep or not is_label_key(key.strip()) or not is_label_value(value.strip()):
+                raise BadValue(f"holds {entry!r}, which is not a label key=value")
+            out[key.strip()] = value.strip()
+        return out
 
 
 @dataclass(frozen=True)

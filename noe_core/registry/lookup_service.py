@@ -140,16 +140,8 @@ class LookupService:
         never an exception.
         """
         found: dict[str, Lookup] = {}
-        declared: list[str] = []
-        needed: list[str] = []
-        static = self.static if declared_by_policies is None else layered(self.static, declared_by_policies)
-        for image in dict.fromkeys(images):
-            answer = static.get(image) if static is not None else None
-            if answer is not None:
-                found[image] = answer
-                declared.append(image)
-            else:
-                needed.append(image)
+        needed = self._declared(images, declared_by_policies, found)
+        declared = list(found)
         warnings: tuple[str, ...] = ()
         timed_out: tuple[str, ...] = ()
         cached: tuple[str, ...] = ()
@@ -174,6 +166,31 @@ class LookupService:
                 failed = LookupFailure(f"internal error ({type(exc).__name__})")
                 found.update((image, failed) for image in images if image not in found)
         return Inspection({image: found[image] for image in images}, warnings, tuple(declared), timed_out, cached)
+
+    def _declared(self, images: Sequence[str], by_policies: Declared | None, found: dict[str, Lookup]) -> list[str]:
+        """Rule 1: the declared answers into ``found``; the images left for the cache and the registry."""
+        static = self.static if by_policies is None else layered(self.static, by_policies)
+        needed: list[str] = []
+        for image in dict.fromkeys(images):
+            answer = static.get(image) if static is not None else None
+            if answer is not None:
+                found[image] = answer
+            else:
+                needed.append(image)
+        return needed
+
+    def answer(self, request: LookupRequest, known: Mapping[str, Lookup], sources: Mapping[str, str]) -> LookupResult:
+        """The request's lookups from answers already obtained for every pod (``noe report``, PolicyReports):
+        the pod's own declared platforms first (its placement policies' over the service's), as :meth:`lookup`
+        gives them, else ``known`` (an image it lacks was not inspected)."""
+        found: dict[str, Lookup] = {}
+        needed = self._declared(request.images, request.declared, found)
+        origin = dict.fromkeys(found, "declared")
+        for image in needed:
+            if image in known:
+                found[image] = known[image]
+                origin[image] = sources.get(image, "registry")
+        return LookupResult({image: found[image] for image in request.images if image in found}, (), origin)
 
     def inspect(self, request: LookupRequest, *, deadline: Deadline, secret_budget: float | None = None) -> Inspection:
         """The lookups of one admission request: its images, with its namespace's pull Secrets."""

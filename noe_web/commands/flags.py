@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from noe_core.cli.flags import IMAGE_PLATFORMS
 from noe_core.cli.parser import Flag
 from noe_core.cli.values import (
     ARCH_PRICES,
@@ -118,12 +119,6 @@ ON_LOOKUP_FAILURE = Flag(
     help="what a Pod whose image lookups timed out or failed temporarily gets: allow (admitted without "
     "placement, with a warning) or gate (the scheduling gate arch.noe.adevinta.com/inspection, which "
     "noe controller removes once it has placed the pod)",
-)
-IMAGE_PLATFORMS = Flag(
-    "--image-platforms",
-    ExistingFile(),
-    default="",
-    help="JSON/YAML file of image (or glob) → platforms, consulted before the registry",
 )
 PULL_SECRET_CACHE_TTL = Flag(
     "--pull-secret-cache-ttl", Seconds(0, 3600), default="30", help="seconds a pull Secret read from the API is reused"

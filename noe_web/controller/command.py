@@ -165,8 +165,11 @@ class Running:
     policies: Any = None
     statuses: Any = None
     rollouts: Any = None
+    learned: Any = None
 
     def stop(self) -> None:
+        if self.learned is not None:
+            self.learned.stop()
         if self.rollouts is not None:
             self.rollouts.stop()
         if self.reporter is not None:
@@ -189,6 +192,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
     """Build and start everything (raises ``OSError`` when the metrics port cannot be bound)."""
     import concurrent.futures  # noqa: PLC0415
 
+    from noe_core.decider import Decider  # noqa: PLC0415
     from noe_core.platforms_file import StaticPlatforms  # noqa: PLC0415
     from noe_core.registry.lookup_service import LookupService  # noqa: PLC0415
     from noe_core.registry.resolver import Resolver  # noqa: PLC0415
@@ -205,6 +209,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
     from noe_web.controller.rollouts import Rollouts  # noqa: PLC0415
     from noe_web.kube.client import KubeClient  # noqa: PLC0415
     from noe_web.kube.events import EventRecorder  # noqa: PLC0415
+    from noe_web.kube.learned_watch import LearnedWatch  # noqa: PLC0415
     from noe_web.kube.policy_watch import PolicyWatch  # noqa: PLC0415
     from noe_web.kube.pull_secrets import KubePullSecrets  # noqa: PLC0415
 
@@ -278,31 +283,21 @@ def start(config: ControllerConfig, api: Any) -> Running:
         dry_run=config.dry_run,
         record=record,
     )
-    timeout = config.lookup_timeout
-    gates = GateFinisher(
-        kube,
-        lookups,
-        config.policy,
-        actions,
-        metrics,
-        gate_timeout=config.gate_timeout,
-        lookup_timeout=timeout,
-        policies=policies,
-    )
+    # what exec format errors proved, as every webhook worker reads it: every decision here applies it too
+    learned = LearnedWatch(KubeClient(api, secret_cache_size=0, timeout=10.0), config.noe_namespace)
+    decider = Decider(config.policy, lookups, policies, learned, lookup_timeout=config.lookup_timeout)
+    gates = GateFinisher(kube, decider, actions, metrics, gate_timeout=config.gate_timeout)
     rollouts = Rollouts(policies, actions, metrics, config.policy)
     learning = Learning(kube, actions, config.noe_namespace)
     controller = Controller(
         kube,
-        lookups=lookups,
+        decider=decider,
         actions=actions,
         gates=gates,
         metrics=metrics,
-        lookup_timeout=timeout,
         settings=ControllerSettings(
             keep_requests=config.policy_reports, x86_64_levels=config.policy.x86_64_levels == "nfd"
         ),
-        policies=policies,
-        policy=config.policy,
         rollouts=rollouts,
         learning=learning,
     )
@@ -313,12 +308,10 @@ def start(config: ControllerConfig, api: Any) -> Running:
     if config.policy_reports:
         reporter = PolicyReporter(
             controller.pods,
-            lookups,
+            decider,
             actions,
-            config.policy,
             target=config.policy_report_target,
             interval=config.policy_report_interval,
-            lookup_timeout=config.lookup_timeout,
         )
         holder["reporter"] = reporter
     health = None
@@ -327,6 +320,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
         health.start()
     events.start()
     policies.start()
+    learned.start()
     statuses.start()
     rollouts.start()
     controller.start()
@@ -336,7 +330,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
         elector.start()
     else:
         started()
-    return Running(controller, elector, events, health, kube, pool, reporter, policies, statuses, rollouts)
+    return Running(controller, elector, events, health, kube, pool, reporter, policies, statuses, rollouts, learned)
 
 
 def run_controller(ns: argparse.Namespace) -> int:
