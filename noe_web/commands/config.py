@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noe_core.cli.flags import POLICY_FILE
+from noe_core.cli.flags import IMAGE_PLATFORMS, POLICY_FILE
 from noe_core.cli.parser import add_flags, require, usage_error
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
@@ -24,7 +24,6 @@ from noe_core.settings import PolicySettings
 from noe_web.commands.flags import (
     BIND,
     CERT_DIR,
-    IMAGE_PLATFORMS,
     KUBECONFIG,
     METRICS_ADDR,
     SERVE_FLAGS,

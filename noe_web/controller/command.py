@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from noe_core.cli.flags import IMAGE_PLATFORMS
 from noe_core.cli.parser import add_flags, require
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
 from noe_core.settings import PolicySettings
-from noe_web.commands.flags import IMAGE_PLATFORMS, KUBECONFIG
+from noe_web.commands.flags import KUBECONFIG
 from noe_web.controller.flags import (
     CONTROLLER_CACHE_FLAGS,
     CONTROLLER_FLAGS,

@@ -68,6 +68,7 @@ FREE_TEXT = {
     # policy files are read by the command: 'cannot read policy file FILE' (tests/core/cli/test_policy.py)
     ("mutate", "--policy"),
     ("inspect", "--policy"),
+    ("report", "--policy"),
     ("serve", "--policy"),
     ("policy explain", "--policy"),
     ("policy explain", "--filename"),
