@@ -1,7 +1,7 @@
 """Property: every path of noe agrees on where a pod may run, because every path calls the one pipeline.
 
-For generated pods × placement policies (namespaceSelector and podSelector, imagePlatforms that add and
-remove architectures, schedulableArchitectures, strict, preferences, rollout) × learned entries × registry
+For generated pods x placement policies (namespaceSelector and podSelector, imagePlatforms that add and
+remove architectures, schedulableArchitectures, strict, preferences, rollout) x learned entries x registry
 answers, on a grid of nodes:
 
 * the webhook (``admit``, with the lookup service, as ``AdmissionService`` calls it) places the pod: W is
