@@ -88,12 +88,6 @@ METRICS_ADDR = Flag(
     default=DEFAULT_METRICS_ADDR,
     help="HOST:PORT of the plain-HTTP Prometheus /metrics server; empty disables it (Noe's flag)",
 )
-IMAGE_PLATFORMS = Flag(
-    "--image-platforms",
-    ExistingFile(),
-    default="",
-    help="JSON/YAML file of image (or glob) → platforms, consulted before the registry",
-)
 PULL_SECRET_CACHE_TTL = Flag(
     "--pull-secret-cache-ttl", Seconds(0, 3600), default="30", help="seconds a pull Secret read from the API is reused"
 )

@@ -32,3 +32,11 @@ def dumps(doc: Any, *, default: Any = None) -> bytes:
         return orjson.dumps(doc, default=default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError:
         return json.dumps(doc, default=default, separators=_COMPACT).encode() + b"\n"
+
+
+def compact(doc: Any) -> bytes:
+    """``doc`` as compact JSON, no newline: a JSON Patch's bytes (base64'd into the AdmissionReview answer)."""
+    try:
+        return orjson.dumps(doc)
+    except orjson.JSONEncodeError:
+        return json.dumps(doc, separators=_COMPACT).encode()

@@ -31,6 +31,7 @@ from noe_core.cli.values import (
     ExistingFile,
     Integer,
     LabelKey,
+    LabelPairs,
     OsName,
     Seconds,
     Text,
@@ -104,6 +105,20 @@ POLICY_FILE = Flag(
     action="append",
     help="YAML/JSON file of ClusterPlacementPolicy and PlacementPolicy objects (and Namespaces for their labels), "
     "applied as in a cluster; repeatable (the variable: a path list)",
+)
+
+IMAGE_PLATFORMS = Flag(
+    "--image-platforms",
+    ExistingFile(),
+    default="",
+    help="JSON/YAML file of image (or glob) → platforms, consulted before the registry",
+)
+LEARNED = Flag(
+    "--learned",
+    ExistingFile(),
+    env=False,
+    help="the noe-learned-platforms ConfigMap (kubectl get configmap noe-learned-platforms -o yaml): "
+    "architectures exec format errors disproved, left out as in the cluster",
 )
 
 POLICY_FLAGS = (
@@ -261,6 +276,21 @@ INSPECT_OUTPUT = Flag(
 )
 JSON = Flag("--json", Boolean(), env=False, action="switch", help="print one JSON object (same as -o json)")
 INSPECT_TIMEOUT = Flag("--timeout", Seconds(0, 3600, above=True), default="30", help="give up after this long")
+INSPECT_NAMESPACE = Flag(
+    "--namespace",
+    DnsName(),
+    short="-n",
+    env=False,
+    help="the namespace of the pod whose decision reads the image: its --policy files' PlacementPolicies apply "
+    "(default: 'default')",
+)
+INSPECT_LABELS = Flag(
+    "--labels",
+    LabelPairs(),
+    short="-l",
+    env=False,
+    help="that pod's labels, as the --policy files' podSelectors read them",
+)
 VERBOSE = Flag(
     "--verbose", Boolean(), short="-v", env=False, action="switch", help="print request and cache counters on stderr"
 )

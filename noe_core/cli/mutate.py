@@ -2,7 +2,10 @@
 
 Users run it in CI to see where each workload would land before anything
 reaches a cluster. With ``--platforms`` nothing touches the network; without
-it, each image is read from its registry with the same flags as ``noe serve``.
+it, each image is read from its registry with the same flags as ``noe serve``
+(``--image-platforms`` answering first, as for the webhook). ``--learned``
+takes the ``noe-learned-platforms`` ConfigMap, so a cluster's answer is
+reproduced offline.
 ``--policy FILE`` (repeatable) applies placement policies exactly as the
 webhook applies a cluster's: the same merge, the same annotation.
 
@@ -28,6 +31,8 @@ from noe_core.admission.review import AdmissionRequest, parse_admission_review
 from noe_core.cli.flags import (
     EXPLAIN,
     FILENAME,
+    IMAGE_PLATFORMS,
+    LEARNED,
     LOOKUP_TIMEOUT,
     MUTATE_NAMESPACE,
     OPERATION,
@@ -42,6 +47,7 @@ from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
 from noe_core.image.image_platforms import Inspect, LookupRequest, LookupResult, Lookups
+from noe_core.image.learned import LearnedPlatforms, load_learned
 from noe_core.placement.rules import Decision
 from noe_core.policies.documents import PolicyDocuments, read_files
 from noe_core.policies.merge import PolicySource
@@ -91,6 +97,7 @@ def add_mutate_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     add_flags(parser, (FILENAME, OUTPUT))
     add_flags(parser.add_mutually_exclusive_group(), (PATCH, EXPLAIN))
     add_flags(parser, (PLATFORMS, MUTATE_NAMESPACE, OPERATION, LOOKUP_TIMEOUT, POLICY_FILE))
+    add_flags(parser, (IMAGE_PLATFORMS, LEARNED))
     add_policy_arguments(parser)
     # Registry flags are added only when the registry client is available (it is part of noe_core).
     from noe_core.cli.registry_options import add_registry_arguments  # noqa: PLC0415
@@ -176,6 +183,7 @@ def evaluate(
     namespace: str,
     operation: str,
     policies: PolicySource | None = None,
+    learned: LearnedPlatforms | None = None,
 ) -> Outcome:
     """Apply the policy to one document as the webhook would see it: through the same :func:`admit`."""
     if not isinstance(doc, dict):
@@ -183,7 +191,7 @@ def evaluate(
     kind = doc.get("kind")
     if kind == "AdmissionReview":
         request = parse_admission_review(doc)
-        admission = admit(request, settings, inspect, policies=policies)
+        admission = admit(request, settings, inspect, policies=policies, learned=learned)
         return Outcome(
             request.kind,
             request.name,
@@ -203,12 +211,14 @@ def evaluate(
         pod = {"apiVersion": "v1", "kind": "Pod", "spec": template.get("spec")}
         if "metadata" in template:
             pod["metadata"] = template["metadata"]
-        admission = admit(_bare_request(pod, "Pod", "CREATE", ns), settings, inspect, policies=policies)
+        admission = admit(
+            _bare_request(pod, "Pod", "CREATE", ns), settings, inspect, policies=policies, learned=learned
+        )
         # The Pod's operations touch only its spec; below the template they apply the same way.
         prefix = pointer("", TEMPLATE_PATHS[kind])
         patch = tuple({**op, "path": prefix + op["path"]} for op in admission.decision.patch)
         return Outcome(kind, name, doc, apply_patch(doc, patch), admission.decision, admission.lookups, patch=patch)
-    admission = admit(_bare_request(doc, kind, operation, ns), settings, inspect, policies=policies)
+    admission = admit(_bare_request(doc, kind, operation, ns), settings, inspect, policies=policies, learned=learned)
     decision = admission.decision
     return Outcome(kind, name, doc, decision.obj, decision, admission.lookups, patch=decision.patch)
 
@@ -256,23 +266,23 @@ def _make_inspect(ns: argparse.Namespace) -> Inspect:
     ``noe mutate`` reads no pull Secret: a private image needs the node's credentials flags.
     """
     from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args  # noqa: PLC0415
+    from noe_core.image.declared import StaticPlatforms  # noqa: PLC0415
     from noe_core.registry.lookup_service import LookupService  # noqa: PLC0415
     from noe_core.util.deadline import Deadline  # noqa: PLC0415
 
     registry_settings = registry_settings_from_args(ns)
     keychain = node_keychain_from_args(ns)
     platforms = require(ns, PLATFORMS)
+    declared = require(ns, IMAGE_PLATFORMS)  # as noe serve reads it: before the registry
     timeout: float | None = None
     if platforms is not None:
-        from noe_core.image.declared import StaticPlatforms  # noqa: PLC0415
-
         service = LookupService(static=StaticPlatforms.load(platforms))
     else:
         from noe_core.registry.resolver import Resolver  # noqa: PLC0415
         from noe_core.registry.transport import make_session  # noqa: PLC0415
 
         resolver = Resolver(make_session(registry_settings), settings=registry_settings, keychain=keychain)
-        service = LookupService(resolver=resolver)
+        service = LookupService(StaticPlatforms.load(declared) if declared else None, resolver)
         timeout = ns.lookup_timeout
 
     def inspect(request: LookupRequest) -> LookupResult:
@@ -301,6 +311,8 @@ def run_mutate(
         settings = policy_settings_from_args(ns)
         inspect = _make_inspect(ns)
         policies = policy_files(ns, err)
+        learned_file = require(ns, LEARNED)
+        learned = load_learned(learned_file) if learned_file else None
         docs = list(expand_lists(load_documents(ns.filename, stdin or sys.stdin)))
         outcomes = [
             evaluate(
@@ -310,6 +322,7 @@ def run_mutate(
                 namespace=ns.namespace or "default",
                 operation=ns.operation,
                 policies=policies.as_policies() if policies is not None else None,
+                learned=learned,
             )
             for doc in docs
         ]

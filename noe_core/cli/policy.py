@@ -19,10 +19,20 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from noe_core.cli.flags import EXPLAIN_FILENAME, EXPLAIN_OUTPUT, MUTATE_NAMESPACE, POLICY_FILE, add_flags
+from noe_core.cli.flags import (
+    EXPLAIN_FILENAME,
+    EXPLAIN_OUTPUT,
+    LEARNED,
+    MUTATE_NAMESPACE,
+    PLATFORMS,
+    POLICY_FILE,
+    add_flags,
+    require,
+)
 from noe_core.cli.mutate import (
     EXIT_BAD_INPUT,
     TEMPLATE_PATHS,
+    evaluate,
     expand_lists,
     load_documents,
     namespace_of,
@@ -33,12 +43,18 @@ from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidObject, NoeError
 from noe_core.image.declared import LayeredPlatforms, StaticPlatforms
+from noe_core.image.image_platforms import LookupFailure
+from noe_core.image.learned import load_learned
+from noe_core.image.offer import allowed_nodes
 from noe_core.k8s.object_meta import read_object_meta
+from noe_core.placement.rules import Decision
 from noe_core.policies.documents import read_files
 from noe_core.policies.merge import FIELD_FLAGS, MergedSettings, namespace_labels
 from noe_core.policies.rollout import workload_of
 from noe_core.policies.settings import NOTHING_SCHEDULABLE, PolicySettings
 from noe_core.policies.status import VALID
+from noe_core.registry.lookup_service import LookupService
+from noe_core.util.deadline import Deadline
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -64,9 +80,12 @@ def add_policy_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "explain",
         help="which policies match a pod, in order, and the merged settings with their sources",
         description="For each Pod (or workload's pod template) of the file, the policies that match it in "
-        "application order and the settings it gets, each with the flag or policies that set it.",
+        "application order and the settings it gets, each with the flag or policies that set it, and where "
+        "the pod may run as the webhook would decide it: its images' platforms from --platforms and the "
+        "policies' imagePlatforms (offline: other images are not inspected), less --learned architectures.",
     )
     add_flags(explain, (EXPLAIN_FILENAME, POLICY_FILE, MUTATE_NAMESPACE, EXPLAIN_OUTPUT))
+    add_flags(explain.add_argument_group("where the pod may run (offline)"), (PLATFORMS, LEARNED))
     add_policy_arguments(explain)
     explain.set_defaults(run=run_explain)
 
@@ -98,6 +117,10 @@ def run_explain(
         found = read_files(ns.policy or [])
         policies = found.as_policies()
         docs = list(expand_lists(load_documents(ns.filename, stdin or sys.stdin)))
+        platforms = require(ns, PLATFORMS)
+        service = LookupService(static=StaticPlatforms.load(platforms) if platforms else None)
+        learned_file = require(ns, LEARNED)
+        learned = load_learned(learned_file) if learned_file else None
         explained = []
         for doc in docs:
             kind, name, namespace, labels = _pod_of(doc, ns.namespace or "default")
@@ -116,6 +139,17 @@ def run_explain(
             )
             if merged.rollout is not None:
                 explained[-1]["rollout"] = rollout_state(merged, namespace, workload_name(doc))
+            outcome = evaluate(
+                doc,
+                settings=base,
+                inspect=lambda request: service.inspect(request, deadline=Deadline.never()).result,
+                namespace=namespace,
+                operation="CREATE",
+                policies=policies,
+                learned=learned,
+            )
+            if outcome.decision is not None:
+                explained[-1]["placement"] = placement_of(outcome.decision)
     except NoeError as exc:
         print(f"noe policy explain: {exc}", file=err)
         return EXIT_BAD_INPUT
@@ -123,6 +157,34 @@ def run_explain(
         print(f"noe policy explain: policy ignored: {rejected}", file=err)
     out.write(dump(explained[0] if len(explained) == 1 else explained, ns.output))
     return EXIT_OK
+
+
+def placement_of(decision: Decision) -> dict[str, Any]:
+    """Where the pod may run, as the one placement pipeline decided it, and what each image offered."""
+    images = []
+    for image, found in decision.lookups.items():
+        entry: dict[str, Any] = {
+            "image": image,
+            "platforms": None,
+            "source": decision.sources.get(image),
+            "error": None,
+        }
+        if isinstance(found, LookupFailure):
+            entry["error"] = found.reason
+        else:
+            entry["platforms"] = [str(p) for p in found.platforms]
+        images.append(entry)
+    out: dict[str, Any] = {
+        "allowed": decision.allowed,
+        "architectures": list(decision.common) if decision.common is not None else None,
+        "nodes": allowed_nodes(decision.nodes) if decision.nodes is not None else None,
+        "images": images,
+    }
+    if decision.warnings:
+        out["warnings"] = list(decision.warnings)
+    if decision.message:
+        out["message"] = decision.message
+    return out
 
 
 def _pod_of(doc: Any, default_namespace: str) -> tuple[str, str, str, Mapping[str, str]]:

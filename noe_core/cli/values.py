@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 from noe_core.errors import InvalidSettings
 from noe_core.image.platform import normalize_arch_name, normalize_os
 from noe_core.name.hostmatch import parse_image_patterns, parse_patterns
-from noe_core.name.kubernetes import is_arch_name, is_dns_subdomain, is_label_key
+from noe_core.name.kubernetes import is_arch_name, is_dns_subdomain, is_label_key, is_label_value
 from noe_core.policies.settings import ArchToleration, parse_arch_tolerations
 from noe_core.registry.cache.url import CacheURL, parse_cache_url, redact
 from noe_core.registry.settings import RegistryProxy, parse_registry_proxies
@@ -212,6 +212,22 @@ class LabelKey:
         if not is_label_key(text):
             raise BadValue("is not a valid label key")
         return text
+
+
+@dataclass(frozen=True)
+class LabelPairs:
+    """``key=value,...``: a pod's labels (keys and values as Kubernetes accepts them), as a selector reads them."""
+
+    metavar: str = "KEY=VALUE,..."
+
+    def __call__(self, text: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for entry in parse_comma_list(text):
+            key, sep, value = entry.partition("=")
+            if not sep or not is_label_key(key.strip()) or not is_label_value(value.strip()):
+                raise BadValue(f"holds {entry!r}, which is not a label key=value")
+            out[key.strip()] = value.strip()
+        return out
 
 
 @dataclass(frozen=True)

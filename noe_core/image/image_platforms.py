@@ -7,7 +7,7 @@ values, so the policy never depends on where an answer came from.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Protocol, TypeAlias
 
@@ -241,12 +241,19 @@ class LookupRequest:
     declared: Declared | None = None
 
 
+Source: TypeAlias = str
+"""Where an image's answer came from: ``declared``, ``cache``, ``registry`` or ``learned`` (an answer an
+``exec format error`` corrected)."""
+
+
 @dataclass(frozen=True)
 class LookupResult:
-    """The answers for a :class:`LookupRequest`, and warnings about how they were obtained."""
+    """The answers for a :class:`LookupRequest`, warnings about how they were obtained, and where each came from
+    (``sources``: image → :data:`Source`; an image not listed came from an unnamed source: a test's answers)."""
 
     lookups: Mapping[str, Lookup]
     warnings: tuple[str, ...] = ()
+    sources: Mapping[str, Source] = field(default_factory=dict)
 
 
 Inspect: TypeAlias = Callable[[LookupRequest], LookupResult]

@@ -16,12 +16,19 @@ entry undoes it. Pure: the callers read and write the ConfigMap.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+import yaml
+
+from noe_core.errors import InvalidSettings
 from noe_core.image.image_platforms import ImagePlatforms, Lookup, LookupResult
 from noe_core.image.platform import normalize_arch_name
+from noe_core.util.safe_load import load_json, load_yaml
+from noe_core.util.text_file import read_text
 
 CONFIGMAP = "noe-learned-platforms"
 MAX_ENTRIES = 256
@@ -121,12 +128,15 @@ class LearnedPlatforms:
         if not self.entries:
             return result
         lookups: dict[str, Lookup] = dict(result.lookups)
+        sources = dict(result.sources)
         warnings = list(result.warnings)
         for image, found in result.lookups.items():
             if isinstance(found, ImagePlatforms):
                 lookups[image], said = self._without(image, found)
-                warnings.extend(said)
-        return LookupResult(lookups, tuple(dict.fromkeys(warnings)))
+                if said:
+                    warnings.extend(said)
+                    sources[image] = "learned"
+        return LookupResult(lookups, tuple(dict.fromkeys(warnings)), sources)
 
     def _without(self, image: str, found: ImagePlatforms) -> tuple[ImagePlatforms, list[str]]:
         index = self.entries.get(found.digest) if found.digest else None
@@ -148,3 +158,27 @@ class LearnedPlatforms:
         return ImagePlatforms(
             tuple(kept), found.digest, found.media_type, tuple(manifests) if found.manifests else ()
         ), said
+
+
+def load_learned(path: str | os.PathLike[str]) -> LearnedPlatforms:
+    """``--learned FILE``: the ``noe-learned-platforms`` ConfigMap as ``kubectl get -o yaml|json`` prints it
+    (or its ``data`` alone), so a cluster's answer is reproduced offline. Entries are read as the webhook
+    reads them (a malformed one skipped); a file that holds no ConfigMap is an :class:`InvalidSettings`."""
+    name = os.fspath(path)
+    text = read_text(name, f"learned platforms file {name}")
+    doc: Any
+    try:
+        doc = load_json(text) if name.endswith(".json") else load_yaml(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise InvalidSettings(f"learned platforms file {name} is not valid JSON/YAML: {exc}") from None
+    if isinstance(doc, Mapping) and doc.get("kind") == "ConfigMap":
+        data = doc.get("data") or {}
+    elif isinstance(doc, Mapping) and "kind" not in doc:
+        data = doc
+    else:
+        raise InvalidSettings(
+            f"learned platforms file {name} holds no ConfigMap: give `kubectl get configmap {CONFIGMAP} -o yaml`"
+        )
+    if not isinstance(data, Mapping):
+        raise InvalidSettings(f"learned platforms file {name}: data must be a mapping of sha256-<hex> keys")
+    return LearnedPlatforms(read_learned(data))

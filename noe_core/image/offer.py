@@ -202,3 +202,15 @@ def describe(offer: Offer, scope: PlatformScope) -> list[str]:
             text += f" v{level}+"
         out.append(text)
     return out
+
+
+def allowed_nodes(offer: Offer) -> list[dict[str, str | int | None]]:
+    """The nodes ``offer`` accepts as data (``noe policy explain``, ``noe why``): one entry per (OS,
+    architecture) and Windows build, with the x86-64 level needed there (``None``: any build, no level)."""
+    out: list[dict[str, str | int | None]] = []
+    for (os_name, arch), pair_offer in sorted(offer.items()):
+        named = [(None, pair_offer.any_build)] if pair_offer.any_build is not None else []
+        for build, level in (*named, *pair_offer.builds):
+            shown = level if arch == AMD64 and level is not None and level > 1 else None
+            out.append({"os": os_name, "architecture": arch, "windowsBuild": build, "level": shown})
+    return out

@@ -1,6 +1,8 @@
 """The placement contract (``docs/placement.md``), pure: its rules and the parts they are built from.
 
-* :mod:`.rules` — the contract's rules: ``place`` records its edits, ``Decision`` carries the patch; ``decide``
+* :mod:`.pipeline` — the one placement pipeline: one pod's inputs → its ``Decision``, for every path of noe
+* :mod:`.decider` — the pipeline with the process's lookups, policies and learned platforms (``Decider``)
+* :mod:`.rules` — the contract's rules: ``apply_rules`` records its edits, ``Decision`` carries the patch
 * :mod:`.session` — one placement's edit session (``PlacementSession``): the fields noe edits, copied once
 * :mod:`.scheduling` — node affinity, nodeSelector and toleration editing through ``Edits``
 * :mod:`.image_reading` — rule 4 per image (rules 14-17): each image's offer, failure or artifact

@@ -17,13 +17,11 @@ intersection non-empty).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from noe_core.image.image_platforms import LookupFailure, Lookups
 from noe_core.k8s.workload import POD, Workload
 from noe_core.placement.messages import limit_warning
-from noe_core.placement.rules import Decision
 from noe_core.policies.settings import PolicySettings
 from noe_core.util.json_patch import Operation
 
@@ -41,11 +39,12 @@ def temporary_failures(images: Sequence[str], lookups: Lookups) -> tuple[str, ..
     return tuple(out)
 
 
-def held_back(
-    workload: Workload, *, namespace: str, lookups: Lookups, settings: PolicySettings, decision: Decision
-) -> tuple[str, ...]:
-    """The images gate mode waits for: an allowed Pod's temporary lookup failures; empty when it goes ahead."""
-    if workload.kind != POD or not decision.allowed or workload.node_name or namespace in settings.strict_namespaces:
+def held_back(workload: Workload, *, namespace: str, lookups: Lookups, settings: PolicySettings) -> tuple[str, ...]:
+    """The images gate mode waits for: an allowed Pod's temporary lookup failures; empty when it goes ahead.
+
+    Asked only of a pod the rules allowed: a deny stays a deny.
+    """
+    if workload.kind != POD or workload.node_name or namespace in settings.strict_namespaces:
         return ()
     return temporary_failures(workload.images, lookups)
 
@@ -83,17 +82,12 @@ def remove_gate_operation(spec: Mapping[str, Any], spec_pointer: str = "/spec") 
     return ({"op": "remove", "path": f"{spec_pointer}/schedulingGates/{index}"},)
 
 
-def gated(workload: Workload, decision: Decision, waiting: Sequence[str]) -> Decision:
-    """The decision of gate mode for a pod :func:`held_back` waits on: the gate instead of the placement, and why."""
+def gate_parts(workload: Workload, waiting: Sequence[str]) -> tuple[tuple[Operation, ...], str, str]:
+    """Gate mode for a pod :func:`held_back` waits on: the operations that gate it (instead of the placement),
+    the warning and the reason."""
     note = limit_warning(
         f"{len(waiting)} image lookup(s) unfinished: pod held by scheduling gate {SCHEDULING_GATE} "
         "until noe's controller places it"
     )
     reason = f"gated: lookups of {', '.join(waiting)} did not finish (temporary failure)"
-    return replace(
-        decision,
-        patch=add_gate_operation(workload),
-        warnings=tuple(dict.fromkeys((*decision.warnings, note))),
-        reasons=(*decision.reasons, reason),
-        common=None,
-    )
+    return add_gate_operation(workload), note, reason

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from noe_core.errors import InvalidObject
 from noe_core.image.image_platforms import Lookup, LookupFailure, Lookups
@@ -62,17 +62,27 @@ __all__ = [
 _ACTS_ON = {POD: frozenset({"CREATE"}), DAEMON_SET: frozenset({"CREATE", "UPDATE"})}
 
 
+Label = Literal["mutated", "allowed", "denied", "skipped", "gated"]
+"""How an admission is counted (the metrics' ``decision`` label)."""
+
+
 @dataclass(frozen=True)
 class Decision:
-    """The webhook's answer: allow (possibly with a patch) or deny with a message.
+    """The answer for one pod: allow (possibly with a patch) or deny with a message, and what it rests on.
 
     ``patch`` holds the RFC 6902 operations noe makes, relative to ``original``
     (the object as sent); ``obj`` is the result of applying them, computed only
-    when asked for. ``common`` is the set of architectures required of the
-    nodes, or ``None`` when noe made no architecture decision (pinned pod, no
-    images, nothing inspected). ``rollout`` is the rollout group the pod was
-    placed in (``None``: no rollout affected it); ``common`` stays the
-    architectures every image offers.
+    when asked for. ``common`` is the set of architectures every image offers, or
+    ``None`` when noe made no architecture decision (pinned pod, no images,
+    nothing inspected). ``nodes`` is the set of nodes the decision allows (OS,
+    architecture, Windows build, x86-64 level), after the schedulable list, a
+    rollout group and a pinned preference (``None``: noe requires nothing).
+    ``rollout`` is the rollout group the pod was placed in (``None``: no
+    rollout affected it). ``lookups`` holds each image's answer as the decision
+    read it (declared, registry or cache, with learned architectures taken
+    out), ``sources`` where each came from (``declared``, ``cache``,
+    ``registry``, ``learned``); ``gated`` the images gate mode waits for;
+    ``policies`` the placement policies applied, in order.
     """
 
     allowed: bool
@@ -83,6 +93,19 @@ class Decision:
     reasons: tuple[str, ...] = ()
     common: tuple[str, ...] | None = None
     rollout: RolloutArm | None = None
+    nodes: Offer | None = field(default=None, compare=False)
+    lookups: Lookups = field(default_factory=dict, compare=False, repr=False)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    gated: tuple[str, ...] = ()
+    policies: tuple[str, ...] = ()
+    label: Label | None = None
+    """How the admission is counted: ``denied``, ``gated``, ``skipped``, ``mutated`` (the rules changed the
+    pod: the policies' annotation alone is no placement) or ``allowed``; given when built, else derived."""
+
+    def __post_init__(self) -> None:
+        if self.label is None:
+            derived = "denied" if not self.allowed else "mutated" if self.patch else "allowed"
+            object.__setattr__(self, "label", derived)
 
     @property
     def changed(self) -> bool:
@@ -108,7 +131,7 @@ def skipped(obj: Mapping[str, Any], kind: str, operation: str, sub_resource: str
         raise InvalidObject(f"the {kind} must be an object, not {json_type(obj)}")
     check_nesting(obj)
     what = f"{kind}/{sub_resource}" if sub_resource else kind
-    return Decision(True, obj, reasons=(f"{what} {operation}: not a request noe acts on",))
+    return Decision(True, obj, reasons=(f"{what} {operation}: not a request noe acts on",), label="skipped")
 
 
 def lookup_images(workload: Workload, session: PlacementSession | None = None) -> tuple[str, ...]:
@@ -295,6 +318,42 @@ def _match_node_labels(edits: Edits, labels: Mapping[str, str], settings: Policy
             out.reasons.append(f"required node label {key}={value} (match-node-labels)")
 
 
+@dataclass
+class Placement:
+    """What rules 1-10 (and 14-18) decided for one workload, before the pipeline adds the gate, the trail and the
+    rollout label and builds the one :class:`Decision` (:mod:`noe_core.pipeline`)."""
+
+    allowed: bool
+    operations: tuple[Operation, ...] = ()
+    notes: Notes = field(default_factory=Notes)
+    message: str | None = None
+    common: tuple[str, ...] | None = None
+    arm: RolloutArm | None = None
+    nodes: Offer | None = None
+    """The nodes the placement allows: the images' shared offer, narrowed to a rollout group or a pinned
+    preference (``None``: noe requires nothing of the node's platform)."""
+
+    def decision(self, original: Mapping[str, Any]) -> Decision:
+        """This placement as the answer, when nothing is added to it."""
+        notes = self.notes
+        if not self.allowed:
+            reasons = (*notes.reasons, self.message) if self.message else tuple(notes.reasons)
+            return Decision(
+                False, original, (), notes.warning_list(), self.message, reasons, self.common, None, nodes=self.nodes
+            )
+        return Decision(
+            True,
+            original,
+            self.operations,
+            notes.warning_list(),
+            None,
+            tuple(notes.reasons),
+            self.common,
+            self.arm,
+            nodes=self.nodes,
+        )
+
+
 def place(
     workload: Workload,
     *,
@@ -306,20 +365,41 @@ def place(
 ) -> Decision:
     """Apply the placement contract to a Pod or DaemonSet template that noe acts on (rules 1-10).
 
+    The rules alone; :func:`noe_core.pipeline.decide` adds what placement policies, learned platforms and gate
+    mode add, and is what every path of noe calls.
+    """
+    placed = apply_rules(
+        workload, namespace=namespace, lookups=lookups, settings=settings, session=session, rollout=rollout
+    )
+    return placed.decision(workload.obj)
+
+
+def apply_rules(
+    workload: Workload,
+    *,
+    namespace: str,
+    lookups: Lookups,
+    settings: PolicySettings,
+    session: PlacementSession | None = None,
+    rollout: RolloutDraw | None = None,
+) -> Placement:
+    """Rules 1-10 with 14-17 for a Pod or DaemonSet template that noe acts on.
+
     ``session`` is the edit session :func:`lookup_images` was given, if any (it is used up here).
     ``rollout`` is the placement policies' rollout a Pod CREATE is subject to (``docs/policies.md``):
     when ``common`` holds its architecture and another, the group it draws replaces ``common`` in the
     requirement, and the preferences apply within it.
     """
-    original = workload.obj
-    if workload.node_name:
-        return Decision(True, original, reasons=(f"spec.nodeName is {workload.node_name}: left untouched",))
-    placement = session or PlacementSession.of(workload)
     out = Notes()
+    if workload.node_name:
+        out.reasons.append(f"spec.nodeName is {workload.node_name}: left untouched")
+        return Placement(True, notes=out)
+    placement = session or PlacementSession.of(workload)
     if placement.withdrawn:
         out.reasons.append("noe's earlier placement of this template withdrawn: deciding afresh")
     common: tuple[str, ...] | None = None
     arm: RolloutArm | None = None
+    nodes: Offer | None = None
     selection = placement.selection
     images = workload.images
     if selection:
@@ -333,7 +413,7 @@ def place(
             problems = strict_problems(readings, lookups)
             if problems:
                 message = joined(f"namespace {namespace} is strict: ", problems, "problems")
-                return Decision(False, original, message=message, reasons=(message,))
+                return Placement(False, notes=Notes(), message=message)
         inspected, leveled = note_images(readings, lookups, scope, out)
         if not inspected and placement.withdrawn:
             # A registry outage must not strip a DaemonSet of the placement it already had.
@@ -345,14 +425,7 @@ def place(
             both = shared(inspected)
             if not both:
                 message = deny_message(readings, lookups, scope)
-                return Decision(
-                    False,
-                    original,
-                    warnings=out.warning_list(),
-                    message=message,
-                    reasons=(*out.reasons, message),
-                    common=(),
-                )
+                return Placement(False, notes=out, message=message, common=())
             if leveled and not scope.levels:
                 warn_levels(leveled, lookups, both, out)
             common = both.architectures
@@ -362,14 +435,16 @@ def place(
                 out.reasons.append(rollout.reason(arm))
                 both, why = both.only(arm.allowed), f"rollout group {arm.label}"
             added = _require_platforms(placement.spec_edits, both, scope, out, why=why)
-            added.update(_place(placement.spec_edits, workload.labels, frozenset(both.architectures), settings, out))
+            pinned = _place(placement.spec_edits, workload.labels, frozenset(both.architectures), settings, out)
+            added.update(pinned)
+            nodes = both.only(frozenset({pinned["nodeSelector"]})) if "nodeSelector" in pinned else both
             if workload.kind == DAEMON_SET and added:
                 placement.record(added)
     _match_node_labels(placement.spec_edits, workload.labels, settings, out)
     patch = placement.operations()
     if not patch:
         out.reasons.append("nothing to change")
-    return Decision(True, original, patch, out.warning_list(), None, tuple(out.reasons), common, arm)
+    return Placement(True, patch, out, None, common, arm, nodes)
 
 
 def decide(

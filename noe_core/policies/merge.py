@@ -124,6 +124,11 @@ class PolicySet:
     def __len__(self) -> int:
         return self._count
 
+    @property
+    def reads_namespace_labels(self) -> bool:
+        """True when some cluster policy's namespaceSelector reads labels (a namespace's name alone is known)."""
+        return any(not policy.namespace_selector.everything for policy in self.cluster)
+
     def __bool__(self) -> bool:
         return len(self) > 0
 

@@ -89,11 +89,22 @@ class Inspection:
     """Images answered by the declared platforms."""
     timed_out: tuple[str, ...] = ()
     """Images whose registry lookup was abandoned at the deadline."""
+    cached: tuple[str, ...] = ()
+    """Images the cache answered without a request (what this pod's credentials may be given)."""
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Where each answer came from: ``declared``, ``cache`` or ``registry``."""
+        declared, cached = set(self.declared), set(self.cached)
+        return {
+            image: "declared" if image in declared else "cache" if image in cached else "registry"
+            for image in self.lookups
+        }
 
     @property
     def result(self) -> LookupResult:
-        """The answer :func:`noe_core.admission.admitting.admit` takes."""
-        return LookupResult(self.lookups, self.warnings)
+        """The answer the placement pipeline takes (:meth:`noe_core.pipeline.Prepared.decide`)."""
+        return LookupResult(self.lookups, self.warnings, self.sources)
 
 
 @dataclass(frozen=True)
@@ -129,36 +140,57 @@ class LookupService:
         never an exception.
         """
         found: dict[str, Lookup] = {}
-        declared: list[str] = []
-        needed: list[str] = []
-        static = self.static if declared_by_policies is None else layered(self.static, declared_by_policies)
-        for image in dict.fromkeys(images):
-            answer = static.get(image) if static is not None else None
-            if answer is not None:
-                found[image] = answer
-                declared.append(image)
-            else:
-                needed.append(image)
+        needed = self._declared(images, declared_by_policies, found)
+        declared = list(found)
         warnings: tuple[str, ...] = ()
         timed_out: tuple[str, ...] = ()
+        cached: tuple[str, ...] = ()
         resolver = self.resolver
         if needed and resolver is None:
             source = f" in {self.static.source}" if self.static is not None else ""
             found.update((image, LookupFailure(f"no platforms declared for it{source}")) for image in needed)
         elif needed and resolver is not None:
             try:
+                asked = needed
                 needed = self._warm(resolver, needed, None, found)
                 if needed:
                     read = self.read_pull_secrets(pull_secrets or {}, deadline=deadline, budget=secret_budget)
                     warnings = read.warnings
                     if read.keychain is not None:
                         needed = self._warm(resolver, needed, read.keychain, found)
+                cached = tuple(image for image in asked if image in found)
+                if needed:
                     timed_out = self._resolve(resolver, needed, deadline, read.keychain, found)
             except Exception as exc:  # a bug in a lookup must not fail the admission
                 log.exception("image lookups failed unexpectedly")
                 failed = LookupFailure(f"internal error ({type(exc).__name__})")
                 found.update((image, failed) for image in images if image not in found)
-        return Inspection({image: found[image] for image in images}, warnings, tuple(declared), timed_out)
+        return Inspection({image: found[image] for image in images}, warnings, tuple(declared), timed_out, cached)
+
+    def _declared(self, images: Sequence[str], by_policies: Declared | None, found: dict[str, Lookup]) -> list[str]:
+        """Rule 1: the declared answers into ``found``; the images left for the cache and the registry."""
+        static = self.static if by_policies is None else layered(self.static, by_policies)
+        needed: list[str] = []
+        for image in dict.fromkeys(images):
+            answer = static.get(image) if static is not None else None
+            if answer is not None:
+                found[image] = answer
+            else:
+                needed.append(image)
+        return needed
+
+    def answer(self, request: LookupRequest, known: Mapping[str, Lookup], sources: Mapping[str, str]) -> LookupResult:
+        """The request's lookups from answers already obtained for every pod (``noe report``, PolicyReports):
+        the pod's own declared platforms first (its placement policies' over the service's), as :meth:`lookup`
+        gives them, else ``known`` (an image it lacks was not inspected)."""
+        found: dict[str, Lookup] = {}
+        needed = self._declared(request.images, request.declared, found)
+        origin = dict.fromkeys(found, "declared")
+        for image in needed:
+            if image in known:
+                found[image] = known[image]
+                origin[image] = sources.get(image, "registry")
+        return LookupResult({image: found[image] for image in request.images if image in found}, (), origin)
 
     def inspect(self, request: LookupRequest, *, deadline: Deadline, secret_budget: float | None = None) -> Inspection:
         """The lookups of one admission request: its images, with its namespace's pull Secrets."""

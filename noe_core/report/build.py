@@ -31,12 +31,12 @@ and the rebuild plan are added by :func:`noe_core.report.planner.with_plan`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
-from noe_core.image.image_platforms import LookupFailure, Lookups
+from noe_core.image.image_platforms import Lookup, LookupFailure, Lookups
 from noe_core.image.offer import Offer, PlatformScope, describe
 from noe_core.k8s.owners import TopOwner
 from noe_core.k8s.resources import PodRequests, cores
@@ -319,16 +319,18 @@ def image_support(images: Iterable[str], lookups: Lookups, settings: PolicySetti
     scope = report_scope(settings)
     out: dict[str, ImageSupport] = {}
     for image in images:
-        if image in out:
-            continue
-        reading = read_image(lookups.get(image), scope)
-        if isinstance(reading, LookupFailure):
-            out[image] = ImageSupport(image, None, reading.reason)
-        elif isinstance(reading, Artifact):
-            out[image] = ImageSupport(image, None, artifact=reading.artifact_type)
-        else:
-            out[image] = ImageSupport(image, frozenset(reading.architectures), offer=reading)
+        if image not in out:
+            out[image] = _support(image, lookups.get(image), scope)
     return out
+
+
+def _support(image: str, found: Lookup | None, scope: PlatformScope) -> ImageSupport:
+    reading = read_image(found, scope)
+    if isinstance(reading, LookupFailure):
+        return ImageSupport(image, None, reading.reason)
+    if isinstance(reading, Artifact):
+        return ImageSupport(image, None, artifact=reading.artifact_type)
+    return ImageSupport(image, frozenset(reading.architectures), offer=reading)
 
 
 def _needs(common: Offer, architectures: Sequence[str]) -> dict[str, Need]:
@@ -378,18 +380,44 @@ def build_report(
     lookups: Lookups,
     settings: PolicySettings,
     architectures: Sequence[str] = DEFAULT_ARCHITECTURES,
+    *,
+    pod_lookups: Callable[[PodEntry], Lookups] | None = None,
 ) -> Report:
     """Group ``pods`` by workload and judge each against ``architectures`` with the images' lookups.
 
-    A workload without any image is runnable everywhere (the policy leaves its
-    architecture open); its ``architectures`` are then the architectures of interest.
+    ``pod_lookups`` gives each pod's answers as the placement pipeline decided them (its policies'
+    declared platforms, learned architectures left out); without it every pod reads ``lookups``. A
+    workload reads its first pod's answer for each image. A workload without any image is runnable
+    everywhere (the policy leaves its architecture open); its ``architectures`` are then the
+    architectures of interest.
     """
     archs = tuple(dict.fromkeys(architectures))
     by_workload: dict[TopOwner, list[PodEntry]] = {}
     for pod in pods:
         by_workload.setdefault(pod.workload, []).append(pod)
-    support = image_support((i for group in by_workload.values() for p in group for i in p.images), lookups, settings)
-    workloads = tuple(_workload_report(w, by_workload[w], support, archs) for w in sorted(by_workload))
+    scope = report_scope(settings)
+    judged: dict[tuple[str, int], ImageSupport] = {}
+    support: dict[str, ImageSupport] = {}
+
+    def supported(image: str, found: Lookup | None) -> ImageSupport:
+        key = (image, id(found))
+        known = judged.get(key)
+        if known is None:
+            known = judged[key] = _support(image, found, scope)
+        support.setdefault(image, known)  # the image's line: as the first workload (in order) read it
+        return known
+
+    workloads = []
+    for owner in sorted(by_workload):
+        group = by_workload[owner]
+        answers: dict[str, Lookup | None] = {}
+        for pod in group:
+            mine = pod_lookups(pod) if pod_lookups is not None else lookups
+            for image in pod.images:
+                if image not in answers:
+                    answers[image] = mine.get(image)
+        own = {image: supported(image, found) for image, found in answers.items()}
+        workloads.append(_workload_report(owner, group, own, archs))
     users: dict[str, list[TopOwner]] = {image: [] for image in support}
     blocked_by: dict[str, dict[str, Figures]] = {image: {} for image in support}
     for item in workloads:
@@ -410,7 +438,7 @@ def build_report(
     return Report(
         archs,
         ",".join(settings.system_os),
-        workloads,
+        tuple(workloads),
         images,
         Totals.of(workloads, archs),
         {name: Totals.of(items, archs) for name, items in sorted(namespaces.items())},

@@ -9,14 +9,14 @@ resources and is not ``active``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from noe_core.errors import InvalidObject
 from noe_core.k8s.object_meta import read_object_meta
 from noe_core.k8s.owners import Owners, TopOwner
 from noe_core.k8s.resources import PodRequests, pod_requests
-from noe_core.k8s.workload import POD, read_workload
+from noe_core.k8s.workload import POD, Workload, read_workload
 from noe_core.policies.rollout import ROLLOUT_LABEL
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -35,6 +35,8 @@ class PodEntry:
     pull_secrets: tuple[str, ...] = ()
     rollout: str = ""
     """Its ``arch.noe.adevinta.com/rollout`` label: the rollout's architecture (cohort), ``control``, or empty."""
+    view: Workload | None = field(default=None, compare=False, repr=False)
+    """The pod as read once: what the placement pipeline decides it by (its labels select its policies)."""
 
 
 def read_pod(pod: Mapping[str, Any], owners: Owners) -> PodEntry:
@@ -63,4 +65,5 @@ def read_pod(pod: Mapping[str, Any], owners: Owners) -> PodEntry:
         phase not in FINISHED_PHASES,
         view.pull_secrets,
         meta.labels.get(ROLLOUT_LABEL, ""),
+        view,
     )

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from noe_core.cli.flags import POLICY_FILE
+from noe_core.cli.flags import IMAGE_PLATFORMS, POLICY_FILE
 from noe_core.cli.parser import add_flags, require, usage_error
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
 from noe_core.policies.settings import PolicySettings
 from noe_web.commands.flags import BIND, CERT_DIR, SERVE_FLAGS, TLS_CERT_FILE, TLS_KEY_FILE
-from noe_web.flags import IMAGE_PLATFORMS, KUBECONFIG, METRICS_ADDR
+from noe_web.flags import KUBECONFIG, METRICS_ADDR
 from noe_web.tracing.config import TRACING_OFF, TracingConfig, read_tracing
 
 

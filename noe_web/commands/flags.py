@@ -9,6 +9,7 @@ sends objects of at most 3 MiB.
 
 from __future__ import annotations
 
+from noe_core.cli.flags import IMAGE_PLATFORMS
 from noe_core.cli.parser import Flag
 from noe_core.cli.values import (
     Boolean,
@@ -22,7 +23,6 @@ from noe_core.cli.values import (
 )
 from noe_web.flags import (
     CACHE_DIR,
-    IMAGE_PLATFORMS,
     KUBECONFIG,
     LOG_FORMAT,
     LOG_LEVEL_FLAG,

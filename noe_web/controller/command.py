@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from noe_core.cli.flags import IMAGE_PLATFORMS
 from noe_core.cli.parser import add_flags, require
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
 from noe_core.errors import InvalidSettings
@@ -29,7 +30,7 @@ from noe_web.controller.flags import (
     RENEW_DEADLINE,
     RETRY_PERIOD,
 )
-from noe_web.flags import IMAGE_PLATFORMS, KUBECONFIG, SHARED_CACHE_BOUNDED_FLAGS
+from noe_web.flags import KUBECONFIG, SHARED_CACHE_BOUNDED_FLAGS
 from noe_web.kube.namespace import own_namespace
 
 log = logging.getLogger("noe.controller")
@@ -155,8 +156,11 @@ class Running:
     policies: Any = None
     statuses: Any = None
     rollouts: Any = None
+    learned: Any = None
 
     def stop(self) -> None:
+        if self.learned is not None:
+            self.learned.stop()
         if self.rollouts is not None:
             self.rollouts.stop()
         if self.reporter is not None:
@@ -180,6 +184,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
     import concurrent.futures  # noqa: PLC0415
 
     from noe_core.image.declared import StaticPlatforms  # noqa: PLC0415
+    from noe_core.placement.decider import Decider  # noqa: PLC0415
     from noe_core.registry.lookup_service import LookupService  # noqa: PLC0415
     from noe_core.registry.resolver import Resolver  # noqa: PLC0415
     from noe_core.registry.transport import make_session  # noqa: PLC0415
@@ -195,6 +200,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
     from noe_web.controller.rollouts import Rollouts  # noqa: PLC0415
     from noe_web.kube.client import KubeClient  # noqa: PLC0415
     from noe_web.kube.events import EventRecorder  # noqa: PLC0415
+    from noe_web.kube.learned_watch import LearnedWatch  # noqa: PLC0415
     from noe_web.kube.policy_watch import PolicyWatch  # noqa: PLC0415
     from noe_web.kube.pull_secrets import KubePullSecrets  # noqa: PLC0415
 
@@ -268,31 +274,21 @@ def start(config: ControllerConfig, api: Any) -> Running:
         dry_run=config.dry_run,
         record=record,
     )
-    timeout = config.lookup_timeout
-    gates = GateFinisher(
-        kube,
-        lookups,
-        config.policy,
-        actions,
-        metrics,
-        gate_timeout=config.gate_timeout,
-        lookup_timeout=timeout,
-        policies=policies,
-    )
+    # what exec format errors proved, as every webhook worker reads it: every decision here applies it too
+    learned = LearnedWatch(KubeClient(api, secret_cache_size=0, timeout=10.0), config.noe_namespace)
+    decider = Decider(config.policy, lookups, policies, learned, lookup_timeout=config.lookup_timeout)
+    gates = GateFinisher(kube, decider, actions, metrics, gate_timeout=config.gate_timeout)
     rollouts = Rollouts(policies, actions, metrics, config.policy)
     learning = Learning(kube, actions, config.noe_namespace)
     controller = Controller(
         kube,
-        lookups=lookups,
+        decider=decider,
         actions=actions,
         gates=gates,
         metrics=metrics,
-        lookup_timeout=timeout,
         settings=ControllerSettings(
             keep_requests=config.policy_reports, x86_64_levels=config.policy.x86_64_levels == "nfd"
         ),
-        policies=policies,
-        policy=config.policy,
         rollouts=rollouts,
         learning=learning,
     )
@@ -303,12 +299,10 @@ def start(config: ControllerConfig, api: Any) -> Running:
     if config.policy_reports:
         reporter = PolicyReporter(
             controller.pods,
-            lookups,
+            decider,
             actions,
-            config.policy,
             target=config.policy_report_target,
             interval=config.policy_report_interval,
-            lookup_timeout=config.lookup_timeout,
         )
         holder["reporter"] = reporter
     health = None
@@ -317,6 +311,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
         health.start()
     events.start()
     policies.start()
+    learned.start()
     statuses.start()
     rollouts.start()
     controller.start()
@@ -326,7 +321,7 @@ def start(config: ControllerConfig, api: Any) -> Running:
         elector.start()
     else:
         started()
-    return Running(controller, elector, events, health, kube, pool, reporter, policies, statuses, rollouts)
+    return Running(controller, elector, events, health, kube, pool, reporter, policies, statuses, rollouts, learned)
 
 
 def run_controller(ns: argparse.Namespace) -> int:

@@ -9,11 +9,10 @@ Durations read as Go durations (``15s``, ``1h``), as client-go's flags do.
 
 from __future__ import annotations
 
-from noe_core.cli.flags import LOOKUP_TIMEOUT
+from noe_core.cli.flags import IMAGE_PLATFORMS, LOOKUP_TIMEOUT
 from noe_core.cli.parser import Flag
 from noe_core.cli.values import Boolean, DnsName, Duration
 from noe_web.flags import (
-    IMAGE_PLATFORMS,
     KUBECONFIG,
     LOG_FORMAT,
     LOG_LEVEL_FLAG,

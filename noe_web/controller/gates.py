@@ -2,10 +2,10 @@
 
 A gated pod is read again in full, its images looked up without an admission
 deadline (each attempt bounded by ``--lookup-timeout``, retried with backoff
-while failures are temporary), and decided by :func:`noe_core.placement.rules.place`,
-the webhook's own function, with the settings the pod's placement policies give
-it now (the same merge as the webhook; the policies' annotation is brought up
-to date in the same patch). Its patch only adds what Kubernetes lets a gated
+while failures are temporary), and decided by the one placement pipeline
+(:mod:`noe_core.pipeline`, stage ``gate``) with what the pod's placement
+policies and the learned platforms say now (the policies' annotation is
+brought up to date in the same patch). Its patch only adds what Kubernetes lets a gated
 pod gain (node selector entries, requirements ANDed into each required term
 or a first term, preferred terms, tolerations); the same JSON Patch removes
 the gate, after testing the ``resourceVersion`` it was computed from. A pod
@@ -26,15 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 from noe_core.errors import InvalidObject
-from noe_core.image.image_platforms import LookupFailure
+from noe_core.image.image_platforms import LookupFailure, Lookups
 from noe_core.k8s.workload import POD, read_workload
+from noe_core.placement.decider import Decider
 from noe_core.placement.gate import SCHEDULING_GATE, gates_of, remove_gate_operation, temporary_failures
-from noe_core.placement.rules import lookup_images, place
-from noe_core.placement.session import PlacementSession
-from noe_core.policies.merge import MergedSettings, PolicySource
-from noe_core.policies.settings import PolicySettings
-from noe_core.policies.trail import trail_operations
-from noe_core.registry.lookup_service import LookupService
 from noe_core.util.deadline import Deadline
 from noe_web.controller.actions import Actions, NotLeader, PodChanged, pod_path
 from noe_web.controller.metrics import ControllerMetrics
@@ -65,19 +60,15 @@ class GateFinisher:
     def __init__(
         self,
         kube: KubeClient,
-        lookups: LookupService,
-        policy: PolicySettings,
+        decider: Decider,
         actions: Actions,
         metrics: ControllerMetrics,
         *,
         gate_timeout: float,
-        lookup_timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
-        policies: PolicySource | None = None,
     ) -> None:
-        self.kube, self.lookups, self.policy, self.actions, self.metrics = kube, lookups, policy, actions, metrics
-        self.policies = policies
-        self.gate_timeout, self.lookup_timeout = gate_timeout, lookup_timeout
+        self.kube, self.decider, self.actions, self.metrics = kube, decider, actions, metrics
+        self.gate_timeout = gate_timeout
         self._clock = clock
         self._attempts: dict[str, int] = {}
         self._decided: dict[str, str] = {}  # uid → resourceVersion already answered with no common arch
@@ -115,23 +106,18 @@ class GateFinisher:
             log.warning("gated pod %s/%s cannot be read (%s): gate left", ns, meta.get("name"), exc)
             return None
         target = object_ref(workload.meta, kind=POD, namespace=ns)
-        merged = (
-            self.policies.settings_for(self.policy, namespace=ns, pod_labels=workload.labels)
-            if self.policies is not None
-            else MergedSettings(self.policy)
-        )
-        session = PlacementSession.of(workload)
-        images = lookup_images(workload, session)
+        # the pipeline every path calls, as the webhook would have decided had the lookups finished
+        prepared = self.decider.prepare(workload, ns, stage="gate")
+        images = prepared.images
         created = created_at(pod)
         age = self._clock() - created if created is not None else 0.0
         remaining = self.gate_timeout - age
-        lookups: dict[str, Any] = {}
+        result = None
+        lookups: Lookups = {}
         if images:
-            timeout = max(0.5, min(self.lookup_timeout, remaining)) if remaining > 0 else 0.5
-            secrets = {ns: workload.pull_secrets}
-            lookups = self.lookups.lookup(
-                images, deadline=Deadline.after(timeout), pull_secrets=secrets, declared_by_policies=merged.declared
-            ).lookups
+            timeout = max(0.5, min(self.decider.lookup_timeout, remaining)) if remaining > 0 else 0.5
+            result = self.decider.look_up(prepared.request, deadline=Deadline.after(timeout)).result
+            lookups = result.lookups
         waiting = temporary_failures(images, lookups)
         if waiting and remaining > 0:
             attempt = self._attempts.get(uid, 0)
@@ -139,8 +125,9 @@ class GateFinisher:
             delay: float = min(RETRY_START * 2**attempt, RETRY_CAP, max(remaining, 0.1))
             return delay
         if waiting:
+            failures = {image: lookups[image] for image in waiting}
             reasons = "; ".join(
-                f"{image}: {lookups[image].reason}" for image in waiting if isinstance(lookups[image], LookupFailure)
+                f"{image}: {found.reason}" for image, found in failures.items() if isinstance(found, LookupFailure)
             )
             self._patch(pod, remove_gate_operation(spec))
             self.actions.event(
@@ -155,14 +142,13 @@ class GateFinisher:
             if self.actions.dry_run:
                 self._decided[uid] = str(meta.get("resourceVersion"))
             return None
-        decision = place(workload, namespace=ns, lookups=lookups, settings=merged.settings, session=session)
+        decision = prepared.decide(result)
         if not decision.allowed:
             self._decided[uid] = str(meta.get("resourceVersion"))
             self.actions.event(target, WARNING, REASON_NO_COMMON, decision.message or "no common architecture")
             self.metrics.gate_outcomes.labels("no_common_architecture").inc()
             return None
-        trail = trail_operations(workload, merged)
-        self._patch(pod, (*decision.patch, *trail, *remove_gate_operation(spec)))
+        self._patch(pod, (*decision.patch, *remove_gate_operation(spec)))
         placed = (
             f"required kubernetes.io/arch in [{', '.join(decision.common)}]"
             if decision.common

@@ -2,10 +2,11 @@
 
 A watch cache of a large cluster must not hold every pod's full spec and
 status: :func:`slim_pod` keeps the fields the controller reads (name, owner,
-the ``pod-template-hash`` label that names a Deployment, images, pull secrets,
-node, gates, phase, readiness, container states with their messages cut
-short, ``deletionTimestamp`` (a terminating pod is never evicted); every label
-of a rollout's pod; with ``keep_requests``, what the PolicyReports need to count requests)
+labels — placement policies select pods by them, as the webhook matched them —,
+images of containers and image volumes, pull secrets, node, gates, phase,
+readiness, container states with their messages cut short, ``deletionTimestamp``
+(a terminating pod is never evicted); with ``keep_requests``, what the
+PolicyReports need to count requests)
 and :func:`slim_node` keeps a node's name, architecture and OS. Gated pods are
 read again in full before the controller edits them.
 """
@@ -18,9 +19,7 @@ from typing import Any
 
 from noe_core.image.node_platform import ARCH_LABEL, OS_LABEL, NodePlatform
 from noe_core.image.platform import normalize_architecture, normalize_os
-from noe_core.k8s.owners import POD_TEMPLATE_HASH
 from noe_core.placement.gate import SCHEDULING_GATE, gates_of
-from noe_core.policies.rollout import ROLLOUT_LABEL
 
 EXEC_FORMAT_ERROR = "exec format error"
 MAX_MESSAGE = 512
@@ -58,6 +57,19 @@ def _containers(spec: Mapping[str, Any], key: str, keep_requests: bool = False) 
     return out
 
 
+def _image_volumes(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The image volumes (``volumes[].image.reference``): the kubelet pulls them for the node's platform too."""
+    items = spec.get("volumes")
+    if not isinstance(items, list):
+        return []
+    out = []
+    for volume in items:
+        source = volume.get("image") if isinstance(volume, Mapping) else None
+        if isinstance(source, Mapping) and isinstance(source.get("reference"), str):
+            out.append({"name": str(volume.get("name") or ""), "image": {"reference": source["reference"]}})
+    return out
+
+
 def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, Any]:
     """The fields of a Pod the controller reads, in the Pod's own shape (so ``read_workload`` takes it).
 
@@ -81,14 +93,14 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, A
     if owners:
         out_meta["ownerReferences"] = owners
     labels = meta.get("labels")
-    if isinstance(labels, Mapping) and isinstance(labels.get(ROLLOUT_LABEL), str):
-        # a rollout's pod: every label, so its placement policies can be matched again
+    if isinstance(labels, Mapping) and labels:
+        # every label: placement policies select pods by them (podSelector), as the webhook matched them
         out_meta["labels"] = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
-    elif isinstance(labels, Mapping) and isinstance(labels.get(POD_TEMPLATE_HASH), str):
-        out_meta["labels"] = {POD_TEMPLATE_HASH: labels[POD_TEMPLATE_HASH]}
     out_spec: dict[str, Any] = {"containers": _containers(spec, "containers", keep_requests)}
     if init := _containers(spec, "initContainers", keep_requests):
         out_spec["initContainers"] = init
+    if volumes := _image_volumes(spec):
+        out_spec["volumes"] = volumes
     for key in (
         "nodeName",
         "imagePullSecrets",

@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from noe_core.errors import InvalidObject
-from noe_core.image.image_platforms import ImagePlatforms, Lookup
+from noe_core.image.image_platforms import ImagePlatforms, Lookup, LookupRequest, Lookups
 from noe_core.k8s.owners import Owners
-from noe_core.policies.settings import PolicySettings
-from noe_core.registry.lookup_service import LookupService
+from noe_core.placement.decider import Decider, KnownAnswers
 from noe_core.report.build import DEFAULT_ARCHITECTURES, build_report
 from noe_core.report.pods import PodEntry, read_pod
 from noe_core.report.policy_reports import API_VERSION, namespace_report, policy_reports, report_name, same_results
-from noe_core.util.deadline import Deadline
 from noe_web.controller.actions import Actions, NotLeader, policy_reports_path
 from noe_web.controller.background import Background
 from noe_web.kube.errors import Conflict, KubeError, NotFound
@@ -55,18 +53,16 @@ class PolicyReporter:
     def __init__(
         self,
         pods: Informer,
-        lookups: LookupService,
+        decider: Decider,
         actions: Actions,
-        settings: PolicySettings,
         *,
         target: str,
         interval: float,
-        lookup_timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.pods, self.lookups, self.actions, self.settings = pods, lookups, actions, settings
+        self.pods, self.decider, self.actions = pods, decider, actions
+        self.settings = settings = decider.flags
         self.target, self.interval, self._clock = target, interval, clock
-        self.lookup_timeout = lookup_timeout
         archs = tuple(sorted(settings.schedulable_archs)) or DEFAULT_ARCHITECTURES
         self.architectures = tuple(sorted({*archs, target}))
         self._known: dict[str, tuple[str | None, dict[str, Any]]] = {}
@@ -111,26 +107,32 @@ class PolicyReporter:
                 continue  # the webhook's problem, not a report's
         return entries
 
-    def _lookups(self, entries: Sequence[PodEntry]) -> dict[str, Lookup]:
-        """Each image's answer; an answer with platforms wins over a failure seen with other credentials."""
+    def _lookups(self, entries: Sequence[PodEntry]) -> KnownAnswers:
+        """Each image's answer (an answer with platforms wins over a failure seen with other credentials), and
+        each pod's lookups as the one placement pipeline decides them from those answers: its policies'
+        declared platforms first, learned architectures left out, as the webhook reads them."""
         found: dict[str, Lookup] = {}
+        sources: dict[str, str] = {}
         for entry in entries:
             missing = [image for image in entry.images if not isinstance(found.get(image), ImagePlatforms)]
             if not missing:
                 continue
-            secrets = {entry.namespace: entry.pull_secrets}
-            deadline = Deadline.after(self.lookup_timeout)
-            answers = self.lookups.lookup(missing, deadline=deadline, pull_secrets=secrets).lookups
-            for image, answer in answers.items():
+            request = LookupRequest(tuple(missing), entry.namespace, entry.pull_secrets)
+            inspection = self.decider.look_up(request).result
+            for image, answer in inspection.lookups.items():
                 if image not in found or isinstance(answer, ImagePlatforms):
                     found[image] = answer
-        return found
+                    sources[image] = inspection.sources.get(image, "registry")
+        return KnownAnswers(self.decider, found, sources)
 
     def run_once(self) -> PassResult:
         """Build every namespace's report and write those whose results changed."""
         self.passes += 1
         entries = self._entries()
-        report = build_report(entries, self._lookups(entries), self.settings, self.architectures)
+        known = self._lookups(entries)
+        report = build_report(
+            entries, known.answers, self.settings, self.architectures, pod_lookups=lambda pod: _decided(known, pod)
+        )
         docs = {
             doc["metadata"]["namespace"]: doc for doc in policy_reports(report, self.target, seconds=int(self._clock()))
         }
@@ -183,6 +185,13 @@ class PolicyReporter:
                 "or the wg-policy prototypes); --policy-reports does nothing until it is there",
                 API_VERSION,
             )
+
+
+def _decided(known: KnownAnswers, pod: PodEntry) -> Lookups:
+    """The pod's lookups as the pipeline decided them (a pod that could not be read as a workload: the answers)."""
+    if pod.view is None:
+        return known.answers
+    return known.decision(pod.view, pod.namespace).lookups
 
 
 def _version(obj: dict[str, Any]) -> str | None:

@@ -9,9 +9,12 @@ For each pod that changed (and every pod when this process becomes leader):
   a Warning ``ExecFormatError`` naming the container, its image and the node's
   architecture;
 * a pod bound to a node whose architecture or OS is not offered by every image
-  that could be inspected (:func:`noe_core.placement.compatibility.unsupported_images`,
-  the policy's own reading of the platforms, with the platforms the pod's
-  placement policies declare, as the webhook read them) is *misplaced*.
+  that could be inspected is *misplaced* (:func:`noe_core.compatibility.unsupported_images`
+  on the lookups of the one placement pipeline, :mod:`noe_core.pipeline`: the
+  registry's answers, the platforms the pod's placement policies declare and
+  the architectures ``exec format error`` disproved, as the webhook read them;
+  a policy's schedulable narrowing, preferences and rollout groups never make
+  a running pod misplaced, so a policy change causes no eviction wave).
 
 A misplaced or exec-format-failing pod that is not Ready and is owned by a
 controller other than a DaemonSet is evicted (:class:`~.actions.Actions`: one
@@ -41,10 +44,7 @@ from noe_core.errors import InvalidObject
 from noe_core.k8s.object_meta import read_object_meta
 from noe_core.k8s.workload import POD, read_workload
 from noe_core.placement.compatibility import unsupported_images
-from noe_core.policies.merge import PolicySource
-from noe_core.policies.settings import PolicySettings
-from noe_core.registry.lookup_service import LookupService
-from noe_core.util.deadline import Deadline
+from noe_core.placement.decider import Decider
 from noe_web.controller.actions import Actions, EvictOutcome, pod_path
 from noe_web.controller.eviction_record import EvictionKey
 from noe_web.controller.gates import GateFinisher, created_at
@@ -115,21 +115,16 @@ class Controller:
         self,
         kube: KubeClient,
         *,
-        lookups: LookupService,
+        decider: Decider,
         actions: Actions,
         gates: GateFinisher,
         metrics: ControllerMetrics,
         settings: ControllerSettings | None = None,
-        lookup_timeout: float = 10.0,
-        policies: PolicySource | None = None,
-        policy: PolicySettings | None = None,
         rollouts: Rollouts | None = None,
         learning: Learning | None = None,
     ) -> None:
-        self.kube, self.lookups, self.actions, self.gates, self.metrics = kube, lookups, actions, gates, metrics
+        self.kube, self.decider, self.actions, self.gates, self.metrics = kube, decider, actions, gates, metrics
         self.rollouts, self.learning = rollouts, learning
-        self.policies, self.policy = policies, policy or PolicySettings()
-        self.lookup_timeout = lookup_timeout
         self.settings = settings or ControllerSettings()
         s = self.settings
         self.pods = Informer(
@@ -181,7 +176,7 @@ class Controller:
             thread.join(5)
 
     def ready(self) -> bool:
-        policies_listed = bool(getattr(self.policies, "ready", True))
+        policies_listed = bool(getattr(self.decider.policies, "ready", True))
         return self.pods.synced.is_set() and self.nodes.synced.is_set() and policies_listed
 
     def started_leading(self) -> None:
@@ -331,17 +326,12 @@ class Controller:
             return None
         if not workload.images:
             return None
-        deadline = Deadline.after(self.lookup_timeout)
-        secrets = {namespace: workload.pull_secrets}
-        declared = (
-            self.policies.settings_for(self.policy, namespace=namespace, pod_labels=workload.labels).declared
-            if self.policies is not None
-            else None
+        # the pipeline every path calls: the platforms the webhook's decision read (registry, the pod's
+        # policies' declarations, learned architectures); narrowing, preferences and rollouts move no running pod
+        decision = self.decider.decide(workload, namespace, stage="running")
+        bad = unsupported_images(
+            workload.images, decision.lookups, node=node_platform(node), levels=self.settings.x86_64_levels
         )
-        lookups = self.lookups.lookup(
-            workload.images, deadline=deadline, pull_secrets=secrets, declared_by_policies=declared
-        ).lookups
-        bad = unsupported_images(workload.images, lookups, node=node_platform(node), levels=self.settings.x86_64_levels)
         if not bad:
             return None
         what = "; ".join(f"{b.image} offers {', '.join(b.offered)}" for b in bad)

@@ -212,7 +212,7 @@ class PolicyWatch:
         if not policies.policy_set:
             return MergedSettings(base)
         labels = self._namespaces.get(namespace)
-        if labels is None and _selects_namespaces(policies.policy_set):
+        if labels is None and policies.policy_set.reads_namespace_labels:
             labels = self._read_namespace(namespace)
         return policies.policy_set.settings_for(
             base, namespace=namespace, namespace_labels=labels, pod_labels=pod_labels
@@ -330,8 +330,3 @@ class PolicyWatch:
                 "placement policy CRDs installed: policies apply from now on",
                 extra={"fields": {"event": "policy_crds_found"}},
             )
-
-
-def _selects_namespaces(policy_set: PolicySet) -> bool:
-    """True when some cluster policy's namespaceSelector reads labels (a namespace's name alone is known)."""
-    return any(not policy.namespace_selector.everything for policy in policy_set.cluster)

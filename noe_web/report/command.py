@@ -50,12 +50,17 @@ from noe_core import (
     NoeError,
     PolicySettings,
 )
-from noe_core.cli.flags import LOOKUP_TIMEOUT, PLATFORMS, add_flags, require
+from noe_core.cli.flags import LEARNED, LOOKUP_TIMEOUT, PLATFORMS, POLICY_FILE, add_flags, require
+from noe_core.cli.mutate import policy_files
 from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
-from noe_core.image.image_platforms import LookupResult
+from noe_core.image.image_platforms import LookupResult, Lookups
+from noe_core.image.learned import LearnedPlatforms, load_learned
+from noe_core.placement.decider import Decider, FixedLearned, KnownAnswers
+from noe_core.policies.merge import Policies
 from noe_core.report.build import DEFAULT_ARCHITECTURES, Report, build_report
 from noe_core.report.planner import choose_target, with_plan
+from noe_core.report.pods import PodEntry
 from noe_core.report.pricing import Prices
 from noe_web.flags import KUBECONFIG, NOE_NAMESPACE, SHARED_CACHE_BOUNDED_FLAGS, TARGET
 from noe_web.registry_cache import shared_cache_config
@@ -94,6 +99,8 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         parser.add_argument_group("input"), (REPORT_FILENAME, KUBECONFIG, REPORT_NAMESPACE, API_TIMEOUT, NOE_NAMESPACE)
     )
     add_flags(parser.add_argument_group("images"), (PLATFORMS, LOOKUP_TIMEOUT, CONCURRENCY))
+    # the cluster's own (live), or given offline: each pod is decided as the webhook decides it
+    add_flags(parser.add_argument_group("placement policies and learned platforms"), (POLICY_FILE, LEARNED))
     add_flags(parser.add_argument_group("cache shared with noe serve"), SHARED_CACHE_BOUNDED_FLAGS)
     add_flags(parser.add_argument_group("migration"), (PRICES, MEMORY_PRICES, TARGET, UPGRADE_HINTS))
     add_flags(parser.add_argument_group("output"), (REPORT_OUTPUT, HTML, TOP))
@@ -205,16 +212,16 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         finally:
             close()
         _say(err, lookups.notes)
-        answers, learned = lookups.answers, LookupResult({})
-        if reader is not None:  # what exec format errors proved, as the webhook applies it
-            from noe_web.kube.namespace import own_namespace  # noqa: PLC0415
-
-            known, notes = reader.learned(ns.noe_namespace or own_namespace())
-            _say(err, notes)
-            learned = known.apply(LookupResult(answers))
-            answers = dict(learned.lookups)
-        report = with_plan(build_report(inventory.pods, answers, settings, archs), prices=prices, target=ns.target)
-        report = replace(report, learned=learned.warnings)
+        # each pod decided by the pipeline every path calls: its placement policies' declared platforms
+        # first, then these answers, less what exec format errors proved (as the webhook reads them)
+        policies, learned = _cluster_facts(ns, reader, err)
+        decider = Decider(settings, service, policies, FixedLearned(learned))
+        known = KnownAnswers(decider, lookups.answers, lookups.sources)
+        built = build_report(
+            inventory.pods, lookups.answers, settings, archs, pod_lookups=lambda pod: _decided(known, pod)
+        )
+        report = with_plan(built, prices=prices, target=ns.target)
+        report = replace(report, learned=learned.apply(LookupResult(lookups.answers)).warnings)
         if report.plan is not None and ns.upgrade_hints:
             hints = upgrade_hints(
                 [step.image for step in report.plan.steps],
@@ -243,6 +250,33 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         )
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _cluster_facts(
+    ns: argparse.Namespace, reader: ClusterReader | None, err: TextIO
+) -> tuple[Policies | None, LearnedPlatforms]:
+    """The placement policies and learned platforms: the cluster's (live), else ``--policy`` and ``--learned``."""
+    files = policy_files(ns, err)
+    policies = files.as_policies() if files is not None else None
+    learned_file = require(ns, LEARNED)
+    learned = load_learned(learned_file) if learned_file else LearnedPlatforms()
+    if reader is not None:
+        from noe_web.kube.namespace import own_namespace  # noqa: PLC0415
+
+        if policies is None:
+            policies, notes = reader.policies()
+            _say(err, notes)
+        if not learned_file:
+            learned, notes = reader.learned(ns.noe_namespace or own_namespace())
+            _say(err, notes)
+    return policies, learned
+
+
+def _decided(known: KnownAnswers, pod: PodEntry) -> Lookups:
+    """The pod's lookups as the pipeline decided them."""
+    if pod.view is None:
+        return known.answers
+    return known.decision(pod.view, pod.namespace).lookups
 
 
 def _render(report: Report, output: str, top: int) -> str:

@@ -15,6 +15,9 @@ from typing import Any, TextIO
 from noe_core import InvalidObject
 from noe_core.image.learned import CONFIGMAP, LearnedPlatforms, read_learned
 from noe_core.k8s.owners import INTERMEDIATE_KINDS, Owners
+from noe_core.policies.documents import read_documents
+from noe_core.policies.merge import Policies
+from noe_core.policies.objects import CLUSTER_KIND, GROUP, NAMESPACED_KIND, VERSION
 from noe_core.report.pods import PodEntry, read_pod
 
 
@@ -102,6 +105,30 @@ class ClusterReader:
             return LearnedPlatforms(), (f"{namespace}/{CONFIGMAP} not read ({exc}): learned platforms not applied",)
         data = found.get("data") if isinstance(found, Mapping) else None
         return LearnedPlatforms(read_learned(data)), ()
+
+    def policies(self) -> tuple[Policies | None, tuple[str, ...]]:
+        """The cluster's placement policies and Namespaces, listed once, judged as the webhook judges them
+        (``None`` with a note when the CRDs are not installed or cannot be listed: the flags alone apply)."""
+        from noe_web.kube.errors import KubeError, NotFound  # noqa: PLC0415
+
+        docs: list[Mapping[str, Any]] = []
+        try:
+            for kind, plural in ((CLUSTER_KIND, "clusterplacementpolicies"), (NAMESPACED_KIND, "placementpolicies")):
+                items = self.client.list_objects(f"/apis/{GROUP}/{VERSION}/{plural}")
+                docs.extend({**item, "kind": kind} for item in items)
+        except NotFound:
+            return None, ()
+        except KubeError as exc:
+            return None, (f"placement policies not read ({exc}): the flags alone apply",)
+        found = read_documents(docs, "the cluster")
+        if found.as_policies().policy_set.reads_namespace_labels:  # else a namespace's name is all they read
+            try:
+                docs.extend({**item, "kind": "Namespace"} for item in self.client.list_objects("/api/v1/namespaces"))
+            except KubeError as exc:
+                return None, (f"Namespaces not read ({exc}): placement policies not applied",)
+            found = read_documents(docs, "the cluster")
+        notes = tuple(f"policy ignored: {rejected}" for rejected in found.rejected)
+        return found.as_policies(), notes
 
     def inventory(self) -> Inventory:
         pods = [{**p, "kind": "Pod"} for p in self.client.list_objects(self._path("/api/v1", "pods"))]

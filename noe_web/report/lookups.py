@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from noe_core import Deadline, Lookup, LookupFailure, StaticPlatforms
@@ -35,6 +35,8 @@ class ImageAnswers:
     notes: tuple[str, ...] = ()
     registry_lookups: int = 0
     registry_failures: int = 0
+    sources: dict[str, str] = field(default_factory=dict)
+    """Where each answer came from (``declared``, ``cache``, ``registry``)."""
 
 
 def progress_bar(total: int, stream: TextIO) -> tuple[Progress, Callable[[], None]]:
@@ -85,10 +87,11 @@ def lookup_each(
             done[futures[future]] = future.result()
             progress(1)
     answers = {image: done[image].lookups[image] for image in images}
+    sources = {image: done[image].sources.get(image, "registry") for image in images}
     notes = dict.fromkeys(note for image in images for note in done[image].warnings)
     remote = [image for image in images if not done[image].declared] if service.resolver is not None else []
     failed = sum(1 for image in remote if isinstance(answers[image], LookupFailure))
-    return ImageAnswers(answers, tuple(notes), len(remote), failed)
+    return ImageAnswers(answers, tuple(notes), len(remote), failed, sources)
 
 
 def report_service(

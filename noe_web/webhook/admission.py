@@ -41,13 +41,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from noe_core.admission.admitting import Admission, admit
-from noe_core.admission.review import parse_admission_review
+from noe_core.admission.review import parse_admission_review, review_response
 from noe_core.image.declared import StaticPlatforms
 from noe_core.image.image_platforms import LookupFailure, LookupRequest, LookupResult
 from noe_core.policies.merge import PolicySource
 from noe_core.policies.settings import OnLookupFailure, PolicySettings
 from noe_core.registry.lookup_service import LookupService, PlatformResolver
 from noe_core.util.deadline import Deadline
+from noe_web import json_codec
 from noe_web.kube.client import KubeClient
 from noe_web.kube.events import (
     NORMAL,
@@ -207,6 +208,7 @@ class AdmissionService:
                 lambda lookup: self._inspect(lookup, deadline, stats),
                 nodes=lambda name: self._nodes.platform(name, deadline),
                 policies=self.policies,
+                learned=self.learned.current() if self.learned is not None else None,
             )
             if not request.dry_run:
                 self._record_events(admission)
@@ -218,7 +220,7 @@ class AdmissionService:
             )
             self._log(admission, seconds, stats)
             self.tracing.admitted(admission, stats)
-            return admission.response
+            return review_response(request, admission.decision, encode=json_codec.compact)
         finally:
             ADMISSION_UID.reset(token)
 
@@ -231,8 +233,6 @@ class AdmissionService:
         inspection = context.run(self._lookups.inspect, lookup, deadline=deadline, secret_budget=budget)
         if inspection.declared:
             self.metrics.static_lookups.inc(len(inspection.declared))
-        if self.learned is not None:  # digests an exec format error proved not to run on an architecture
-            return self.learned.current().apply(inspection.result)  # type: ignore[no-any-return]
         return inspection.result
 
     # ------------------------------------------------------------------ events and logs

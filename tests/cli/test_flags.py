@@ -67,6 +67,8 @@ FREE_TEXT = {
     ("controller", "--containerd-config"),
     # policy files are read by the command: 'cannot read policy file FILE' (tests/core/cli/test_policy.py)
     ("mutate", "--policy"),
+    ("inspect", "--policy"),
+    ("report", "--policy"),
     ("serve", "--policy"),
     ("policy explain", "--policy"),
     ("policy explain", "--filename"),
@@ -129,6 +131,8 @@ def bad_values(kind: object) -> list[str]:
         return ["nonsense"]
     if isinstance(kind, values.LabelKey):
         return ["bad key!"]
+    if isinstance(kind, values.LabelPairs):
+        return ["bad key!=x", "app=bad value!", "app"]
     if isinstance(kind, values.DnsName):
         return ["Not_A_Name", "-x"]
     if isinstance(kind, values.ExistingFile | values.ExistingDir):

@@ -147,6 +147,7 @@ def test_controller_rbac_reads_and_replaces_only_its_eviction_record_by_name(tmp
     )
     assert configmap_rules == [
         ((), ("create",)),
+        ((), ("list", "watch")),  # the learned platforms, watched as the webhook watches them
         (("noe-evictions",), ("get", "update")),
         (("noe-learned-platforms",), ("get", "update")),
     ]

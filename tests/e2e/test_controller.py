@@ -38,7 +38,7 @@ from noe_web.metrics import Metrics
 from noe_web.webhook.admission import AdmissionService
 from tests.support.certs import CA, make_ca
 from tests.support.cli import run_cli
-from tests.support.controller import Controllers, spawn_controller
+from tests.support.controller import Controllers, settle, spawn_controller
 from tests.support.fake_cluster import FakeCluster, owned_by, ready, start_fake_cluster
 from tests.support.images import PushedImage, push_docker_single, push_oci_single
 from tests.support.noe_serve import apply, post_review, start_noe
@@ -93,20 +93,6 @@ def a_pod(
     if statuses is not None:
         status["containerStatuses"] = statuses
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
-
-
-def settle(cluster: FakeCluster, running: Running, seconds: float = 1.0) -> None:
-    """Wait until the controller has synced, led, and gone idle for a while."""
-    assert cluster.wait(running.controller.ready, 15), "caches never synced"
-    assert cluster.wait(lambda: running.elector is None or running.elector.is_leader(), 15), "never became leader"
-    end = time.monotonic() + 20
-    quiet_since = time.monotonic()
-    while time.monotonic() < end:
-        if not running.controller.idle.is_set() or len(running.controller.queue):
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= seconds:
-            return
-        time.sleep(0.05)
 
 
 def no_direct_delete(cluster: FakeCluster) -> None:

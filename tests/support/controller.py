@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from noe_web.commands import build_parser
@@ -70,3 +71,17 @@ class Controllers:
     def stop(self) -> None:
         for running in self.started:
             running.stop()
+
+
+def settle(cluster: FakeCluster, running: Running, seconds: float = 1.0) -> None:
+    """Wait until the controller has synced, led, and gone idle for a while."""
+    assert cluster.wait(running.controller.ready, 15), "caches never synced"
+    assert cluster.wait(lambda: running.elector is None or running.elector.is_leader(), 15), "never became leader"
+    end = time.monotonic() + 20
+    quiet_since = time.monotonic()
+    while time.monotonic() < end:
+        if not running.controller.idle.is_set() or len(running.controller.queue):
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= seconds:
+            return
+        time.sleep(0.05)
