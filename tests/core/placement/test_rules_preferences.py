@@ -1,7 +1,7 @@
 """Rules 7 and 8 with several weighted preferences (placement policies' ``preferredArchitectures``).
 
 With the flags alone there is one preference (``--preferred-arch`` at ``--preferred-arch-weight``):
-tests/core/test_policy.py holds that behaviour; here the list a policy gives.
+tests/core/placement/test_rules.py holds that behaviour; here the list a policy gives.
 """
 
 from __future__ import annotations
