@@ -84,10 +84,17 @@ MOVED: dict[str, tuple[str, ...]] = {
 PACKAGED: dict[str, dict[str, str]] = {
     "noe_core.admission": {
         **dict.fromkeys(
-            ("API_VERSIONS", "OPERATIONS", "AdmissionRequest", "parse_admission_review", "review_response"),
+            (
+                "API_VERSIONS",
+                "OPERATIONS",
+                "AdmissionRequest",
+                "parse_admission_review",
+                "review_response",
+                "encode_patch",
+            ),
             "noe_core.admission.review",
         ),
-        **dict.fromkeys(("Label", "Admission", "admit", "with_trail", "with_label"), "noe_core.admission.admitting"),
+        **dict.fromkeys(("Label", "Admission", "admit"), "noe_core.admission.admitting"),
     },
     "noe_core.report": {
         **dict.fromkeys(("FINISHED_PHASES", "PodEntry", "read_pod"), "noe_core.report.pods"),
