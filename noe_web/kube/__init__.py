@@ -2,6 +2,8 @@
 
 * :mod:`.config` — kubeconfig or in-cluster service account → :class:`~.config.ApiConfig`;
 * :mod:`.client` — :class:`~.client.KubeClient`: Secrets (cached), Events, lists, watches, any call;
+* :mod:`.list_stream` — a list answer decoded item by item as it arrives, never held whole;
+* :mod:`.informer` — list-then-watch caches, and which read (watch cache or consistent) each list is;
 * :mod:`.errors` — one exception type per answer a caller acts on;
 * :mod:`.exec_plugin` — kubeconfig ``exec`` credential plugins;
 * :mod:`.pull_secrets` — a pod's ``imagePullSecrets`` → one keychain, problems as warnings;
