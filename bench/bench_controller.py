@@ -22,13 +22,23 @@ makes its watch cache answer ``resourceVersion=0`` whole, as API servers before 
 
 Figures on the 2-core machine (pods 20,000/1,000 nodes and 60,000/3,000):
 
-BEFORE (4521330, every list a consistent paged read, a list held whole while read)::
+BEFORE (4521330: every list a consistent paged read, each page decoded whole, pods examined twice)::
 
-    TO BE FILLED
+      20000 pods  1000 nodes  list 1.82 s  first  9.53 s (5.2x list)  examined 1.33/pod  rss 181.7 MiB
+      60000 pods  3000 nodes  list 7.66 s  first 29.17 s (3.8x list)  examined 1.45/pod  rss 402.8 MiB
+      pod reads: consistent 200, continue 200 x119, watch 200
+      rss per pod (slope 20000→60000): 5,797 B/pod; at 150,000 pods ≈ 900 MiB
 
-AFTER (this branch)::
+AFTER (this branch; the stand-in's WatchList gate off, its cache paging)::
 
-    TO BE FILLED
+      20000 pods  1000 nodes  list 1.69 s  first  3.48 s (2.1x list)  examined 1.00/pod  rss 160.8 MiB
+      60000 pods  3000 nodes  list 5.11 s  first 10.56 s (2.1x list)  examined 1.00/pod  rss 378.6 MiB
+      pod reads: stream 422, cache 200, continue 200 x119, watch 200
+      rss per pod (slope 20000→60000): 5,709 B/pod; at 150,000 pods ≈ 869 MiB
+
+The memory per pod is the controller's pod representation (unchanged here); the first reconcile
+went from 3.8-5.2x a bare list to 2.1x (items decoded one at a time, the cache frozen out of the
+collector's generations after the list, each pod examined once).
 """
 
 from __future__ import annotations
