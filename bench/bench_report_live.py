@@ -3,8 +3,10 @@
 Run: ``python bench/bench_report_live.py [PODS] [NODES] [CODE]`` (default 60000 3000; CODE: the
 checkout ``noe report`` runs from, for a "before" figure). The stand-in API
 (tests/support/served_lists.py) serves realistic pods (tests/support/realistic_cluster.py) from
-bytes prepared before the clock starts. Each side runs as its own process, so its peak RSS
-(``ru_maxrss``) is its own:
+bytes prepared before the clock starts. Each side runs as its own process, so its peak RSS is its own:
+
+Peak memory is the child's own ``VmHWM`` read as it exits (``ru_maxrss`` of a child starts from the
+parent's, which holds the prepared bytes).
 
 * ``bare``   — a minimal client (the same ``KubeClient``) that lists every pod in pages of 500,
   decodes each page with ``json`` and keeps the pods: the floor of any reader that holds them;
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -38,28 +39,35 @@ from tests.support.realistic_cluster import platforms_file, realistic_pods  # no
 from tests.support.served_lists import start_served_cluster  # noqa: E402
 
 TOKEN = "bench-report-token"
-BARE = """
+PEAK = (
+    "import atexit, sys; atexit.register(lambda: sys.stderr.write("
+    "'\\nPEAK ' + next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1] + '\\n'))\n"
+)
+REPORT = PEAK + "import runpy; sys.argv = ['noe_web', *sys.argv[1:]]; runpy.run_module('noe_web', run_name='__main__')"
+BARE = (
+    PEAK
+    + """
 import sys
+from pathlib import Path
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import load_kubeconfig
-client = KubeClient(load_kubeconfig(sys.argv[1]), timeout=120)
+client = KubeClient(load_kubeconfig(Path(sys.argv[1])), timeout=120)
 kept = list(client.list_objects("/api/v1/pods", timeout=120))
 print(len(kept))
 """
+)
 
 
-def measured(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of ``command`` run alone."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def measured(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MiB) and output of ``command`` run alone."""
     started = time.monotonic()
     done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, check=False)
     seconds = time.monotonic() - started
-    if done.returncode not in (0, 1):  # 1: the report found pods that cannot move
-        raise SystemExit(f"{command[:4]} failed: {done.stderr.decode()[-2000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if peak <= before:
-        raise SystemExit("ru_maxrss did not grow: run each side in a fresh benchmark process")
-    return seconds, peak / 1024
+    err = done.stderr.decode(errors="replace")
+    peaks = [line.split()[1] for line in err.splitlines() if line.startswith("PEAK ")]
+    if done.returncode not in (0, 1) or not peaks:  # 1: the report found pods that cannot move
+        raise SystemExit(f"{command[:4]} failed ({done.returncode}): {err[-2000:]}")
+    return seconds, int(peaks[-1]) / 1024, done.stdout.decode(errors="replace")
 
 
 def main() -> None:
@@ -74,11 +82,12 @@ def main() -> None:
             cluster.serve("pods", realistic_pods(pods, nodes))
             kubeconfig = cluster.api.write_kubeconfig(work / "kubeconfig", token=TOKEN)
             (work / "platforms.json").write_text(json.dumps(platforms_file()))
-            report = [sys.executable, "-m", "noe_web", "report", "--kubeconfig", str(kubeconfig)]
+            report = [sys.executable, "-c", REPORT, "report", "--kubeconfig", str(kubeconfig)]
             report += ["--platforms", str(work / "platforms.json"), "-o", "json"]
-            # the bare client first: ru_maxrss of children is the largest so far, so the smaller side goes first
-            bare_s, bare_mib = measured([sys.executable, "-c", BARE, str(kubeconfig)], env, code)
-            report_s, report_mib = measured(report, env, code)
+            bare_s, bare_mib, listed = measured([sys.executable, "-c", BARE, str(kubeconfig)], env, code)
+            if listed.strip() != str(pods):
+                raise SystemExit(f"the bare client listed {listed.strip()!r} pods, not {pods}")
+            report_s, report_mib, _ = measured(report, env, code)
     print(f"cluster  {pods} pods (realistic, ~4.7 KB each), served from prepared bytes")
     print(f"bare     {bare_s:7.2f} s  {bare_mib:8.1f} MiB peak   lists and keeps every pod (baseline)")
     print(
