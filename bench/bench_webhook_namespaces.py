@@ -15,9 +15,21 @@ second pass is measured. Printed: the master's and workers' resident memory toge
 second pass, the p50 and p99 latency of the second pass, and each figure of ``cluster`` as a ratio
 to ``baseline``, both measured in this run.
 
-Figures on the 2-core machine (10,000 Namespaces, 1,000 policies, 10,000 requests):
+Figures on the 2-core machine (10,000 Namespaces, 1,000 policies, 10,000 requests; one run each)::
 
-    TO BE FILLED
+    BEFORE (4521330)                      rss MiB   p50 ms   p99 ms
+    baseline: 10 namespaces, 0 policies     157.1     0.87     2.18
+    10000 namespaces, 1000 policies        296.8     1.24     2.87
+    ratio                                  1.89x    1.42x    1.32x
+
+    AFTER (this branch: Namespaces from the watch cache, policies consistent, lists item by item)
+    baseline: 10 namespaces, 0 policies     157.4     0.85     2.06
+    10000 namespaces, 1000 policies        307.0     1.21     3.61
+    ratio                                  1.95x    1.43x    1.75x
+
+How noe lists does not change what the webhook holds per Namespace; the ~140 MiB the cluster adds
+(over three processes) and the p99 are the next thing to work on (issue #30), and the p99 of one
+sequential run moves by tens of percent between runs here.
 """
 
 from __future__ import annotations
