@@ -1,27 +1,52 @@
-"""``noe controller`` on a stand-in cluster of 10,000 pods and 200 nodes.
+"""``noe controller`` on clusters of realistic pods: memory per pod, first reconcile against a bare list.
 
-Run: ``python bench/bench_controller.py [PODS] [NODES]``. The HTTPS stand-in API
-(tests/support/fake_cluster.py) runs in this process; the controller runs as
-``python -m noe_web controller`` in a child process, so its RSS is its own. Images
-are answered by ``--image-platforms`` (no registry), so the figures are the
-controller's. Prints:
+Run: ``python bench/bench_controller.py [PODS NODES]... [--code DIR] [--watch-list] [--cache-ignores-limit]``,
+e.g. ``20000 1000 60000 3000`` (the default). For each size the stand-in API
+(tests/support/served_lists.py) serves realistic pods and nodes
+(tests/support/realistic_cluster.py: ~4.7 KB of JSON per pod) from bytes prepared
+before the clock starts, so the figures are the client's. The controller runs as
+``python -m noe_web controller`` in a child process (from ``--code``, another
+checkout, for a "before" figure), images answered by ``--image-platforms``. Per size:
 
-* ``list``       — a bare paginated list of every pod (limit 500) with the same API client: the floor;
-* ``first``      — from starting the process to the end of its first full reconcile (the log line
-  ``reconciled``), and its ratio to ``list``;
-* ``reconcile``  — the first full reconcile alone (every pod examined once), as the controller logs it;
-* ``rss``        — the controller's resident memory after that reconcile, against the same controller on a
-  cluster with the same nodes and no pod (the difference per pod is what the cache costs);
-* ``requests``   — API requests (watches and the Lease excepted) during a second full reconcile of the
-  unchanged cluster, triggered the way it happens in production: the Lease is taken away, then
-  re-acquired; the target is zero;
-* ``events``     — Events written by the first and by the second reconcile (1% of the pods are bare
-  pods on a node their image does not support: one Warning each, once).
+* ``list``      — a bare paginated list of every pod (limit 500, each page decoded with ``json``) by a
+  minimal client, measured in the same run: the baseline;
+* ``first``     — from starting the process to the end of its first full reconcile (its log line
+  ``reconciled``), as a ratio to ``list``;
+* ``examined``  — pods examined by then, per pod (1.00: each pod once);
+* ``rss``       — the controller's resident memory after that reconcile, and its peak (``VmHWM``);
+* ``reads``     — the pod lists and watches as the stand-in classified them (consistent, watch cache, …).
+
+Then the memory per pod: the slope of ``rss`` between the first two sizes, and what it makes at
+150,000 pods. ``--watch-list`` turns the stand-in's WatchList gate on, ``--cache-ignores-limit``
+makes its watch cache answer ``resourceVersion=0`` whole, as API servers before 1.33 do.
+
+Figures on the 2-core machine (pods 20,000/1,000 nodes and 60,000/3,000):
+
+BEFORE (4521330: every list a consistent paged read, each page decoded whole, pods examined twice)::
+
+      20000 pods  1000 nodes  list 1.82 s  first  9.53 s (5.2x list)  examined 1.33/pod  rss 181.7 MiB
+      60000 pods  3000 nodes  list 7.66 s  first 29.17 s (3.8x list)  examined 1.45/pod  rss 402.8 MiB
+      pod reads: consistent 200, continue 200 x119, watch 200
+      rss per pod (slope 20000→60000): 5,797 B/pod; at 150,000 pods ≈ 900 MiB
+
+AFTER (this branch; the stand-in's WatchList gate off, its cache paging)::
+
+      20000 pods  1000 nodes  list 1.69 s  first  3.48 s (2.1x list)  examined 1.00/pod  rss 160.8 MiB
+      60000 pods  3000 nodes  list 5.11 s  first 10.56 s (2.1x list)  examined 1.00/pod  rss 378.6 MiB
+      pod reads: stream 422, cache 200, continue 200 x119, watch 200
+      rss per pod (slope 20000→60000): 5,709 B/pod; at 150,000 pods ≈ 869 MiB
+
+The memory per pod is the controller's pod representation (unchanged here); the first reconcile
+went from 3.8-5.2x a bare list to 2.1x (items decoded one at a time, the cache frozen out of the
+collector's generations after the list, each pod examined once).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,87 +54,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+import requests
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from noe_core.testing import node  # noqa: E402
 from noe_web.kube.client import KubeClient  # noqa: E402
 from noe_web.kube.config import load_kubeconfig  # noqa: E402
 from tests.support.certs import make_ca  # noqa: E402
 from tests.support.controller import spawn_controller  # noqa: E402
-from tests.support.fake_cluster import FakeCluster, owned_by, ready, start_fake_cluster  # noqa: E402
+from tests.support.realistic_cluster import platforms_file, realistic_nodes, realistic_pods  # noqa: E402
+from tests.support.served_lists import ServedCluster, start_served_cluster  # noqa: E402
 
 TOKEN = "bench-token"
-IMAGES = 50
 
 
-def populate(cluster: FakeCluster, pods: int, nodes: int) -> dict[str, list[str]]:
-    platforms: dict[str, list[str]] = {}
-    for index in range(IMAGES):
-        image = f"registry.bench/team{index % 7}/app{index}:1.{index}"
-        platforms[image] = ["linux/amd64"] if index % 5 == 0 else ["linux/amd64", "linux/arm64"]
-    images = list(platforms)
-    for index in range(nodes):
-        cluster.add("nodes", node(f"node-{index:03d}", "amd64" if index % 2 == 0 else "arm64"))
-    for index in range(pods):
-        misplaced = index % 100 == 0  # 1%: a bare pod whose amd64-only image sits on an arm64 node
-        image = images[0] if misplaced else images[index % IMAGES]
-        node_index = index % nodes  # even nodes are amd64, odd ones arm64
-        if misplaced:
-            node_index |= 1
-        elif platforms[image] == ["linux/amd64"]:
-            node_index &= ~1
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"pod-{index:05d}",
-                "namespace": f"ns-{index % 40}",
-                "labels": {"app": f"app-{index % 300}", "pod-template-hash": "5d8f9c7b6"},
-                "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-01T00:00:00Z"},
-                **({} if misplaced else {"ownerReferences": owned_by("ReplicaSet", f"rs-{index % 300}")}),
-            },
-            "spec": {
-                "nodeName": f"node-{node_index:03d}",
-                "containers": [
-                    {
-                        "name": "app",
-                        "image": image,
-                        "ports": [{"containerPort": 8080}],
-                        "env": [{"name": f"VAR_{k}", "value": "x" * 40} for k in range(10)],
-                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-                    }
-                ],
-                "tolerations": [
-                    {
-                        "key": "node.kubernetes.io/not-ready",
-                        "operator": "Exists",
-                        "effect": "NoExecute",
-                        "tolerationSeconds": 300,
-                    }
-                ],
-            },
-            "status": {
-                **ready(not misplaced),
-                "containerStatuses": [
-                    {
-                        "name": "app",
-                        "image": image,
-                        "imageID": f"{image}@sha256:{'c' * 64}",
-                        "restartCount": 0,
-                        "ready": not misplaced,
-                        "state": {"running": {"startedAt": "2026-12-01T00:00:00Z"}},
-                    }
-                ],
-            },
-        }
-        cluster.add("pods", pod)
-    return platforms
-
-
-def wait_for_line(path: Path, event: str, count: int, timeout: float) -> dict[str, Any]:
+def wait_for_line(path: Path, event: str, count: int, timeout: float, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    while time.monotonic() < end and proc.poll() is None:
         found = [
             json.loads(line)
             for line in path.read_text(errors="replace").splitlines()
@@ -121,123 +83,131 @@ def wait_for_line(path: Path, event: str, count: int, timeout: float) -> dict[st
     raise SystemExit(f"no {event!r} line #{count} within {timeout}s:\n{path.read_text()[-3000:]}")
 
 
-def rss_kib(pid: int) -> int:
+def memory_kib(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of ``pid`` in KiB."""
+    found = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+        key = line.split(":", 1)[0]
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(line.split()[1])
+    return found["VmRSS"], found["VmHWM"]
 
 
-def counted(cluster: FakeCluster, since: int) -> list[tuple[str, str]]:
-    return [
-        (r.method, r.path)
-        for r in cluster.api.requests_snapshot()[since:]
-        if "watch=1" not in r.path and "/leases" not in r.path
-    ]
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
-def spawn(kubeconfig: Path, platforms: Path, log: Path) -> subprocess.Popen[bytes]:
-    return spawn_controller(kubeconfig, log, "--image-platforms", str(platforms))
+def examined(port: int) -> float:
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    match = re.search(r"^noe_controller_pods_examined_total (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else float("nan")
 
 
-def empty_cluster_rss(work: Path, nodes: int) -> int:
-    """The controller's RSS on a cluster with the same nodes and no pod: what the pods add is the rest."""
-    with start_fake_cluster(make_ca("bench empty CA", work / "empty"), tokens=(TOKEN,)) as cluster:
-        platforms = populate(cluster, 0, nodes)
-        (work / "empty" / "platforms.json").write_text(json.dumps(platforms))
-        kubeconfig = cluster.api.write_kubeconfig(work / "empty" / "kubeconfig", token=TOKEN)
-        log = work / "empty" / "controller.log"
-        proc = spawn(kubeconfig, work / "empty" / "platforms.json", log)
+def bare_list(kubeconfig: Path) -> tuple[float, int]:
+    """Seconds to list and decode every pod in pages of 500, as a minimal client does; how many."""
+    client = KubeClient(load_kubeconfig(kubeconfig), timeout=60)
+    started = time.monotonic()
+    params = {"limit": "500"}
+    listed = 0
+    while True:
+        page = client.call("GET", "/api/v1/pods", params=params, timeout=60)
+        listed += len(page["items"])
+        if not page["metadata"].get("continue"):
+            break
+        params = {"limit": "500", "continue": page["metadata"]["continue"]}
+    seconds = time.monotonic() - started
+    client.close()
+    return seconds, listed
+
+
+def one_size(pods: int, nodes: int, work: Path, options: argparse.Namespace) -> dict[str, Any]:
+    with start_served_cluster(make_ca("bench kube CA", work), tokens=(TOKEN,)) as cluster:
+        cluster.state.bookmark_interval = 5.0
+        cluster.state.watch_list = options.watch_list
+        cluster.state.cache_ignores_limit = options.cache_ignores_limit
+        serve(cluster, pods, nodes)
+        (work / "platforms.json").write_text(json.dumps(platforms_file()))
+        kubeconfig = cluster.api.write_kubeconfig(work / "kubeconfig", token=TOKEN)
+        list_seconds, listed = bare_list(kubeconfig)
+        assert listed == pods, (listed, pods)
+        mark = len(cluster.api.reads("pods"))
+        log, port = work / "controller.log", free_port()
+        started = time.monotonic()
+        proc = spawn_controller(
+            kubeconfig,
+            log,
+            "--image-platforms",
+            str(work / "platforms.json"),
+            "--metrics-addr",
+            f"127.0.0.1:{port}",
+            code=options.code,
+        )
         try:
-            wait_for_line(log, "reconciled", 1, 120)
-            return rss_kib(proc.pid)
+            wait_for_line(log, "reconciled", 1, 1800, proc)
+            first_seconds = time.monotonic() - started
+            rss, hwm = memory_kib(proc.pid)
+            count = examined(port)
         finally:
             proc.terminate()
             proc.wait(30)
+        reads = [f"{r.kind} {r.status}" for r in cluster.api.reads("pods")[mark:]]
+    return {
+        "pods": pods,
+        "nodes": nodes,
+        "list": list_seconds,
+        "first": first_seconds,
+        "examined": count / pods if pods else 0.0,
+        "rss": rss / 1024,
+        "hwm": hwm / 1024,
+        "reads": reads,
+    }
+
+
+def runs(reads: list[str]) -> str:
+    """``consistent 200, continue 200 x39, watch 200``: consecutive equal reads counted."""
+    grouped: list[list[Any]] = []
+    for read in reads:
+        if grouped and grouped[-1][0] == read:
+            grouped[-1][1] += 1
+        else:
+            grouped.append([read, 1])
+    return ", ".join(read if count == 1 else f"{read} x{count}" for read, count in grouped)
+
+
+def serve(cluster: ServedCluster, pods: int, nodes: int) -> None:
+    cluster.serve("nodes", realistic_nodes(nodes))
+    cluster.serve("pods", realistic_pods(pods, nodes))
 
 
 def main() -> None:
-    pods = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
-    nodes = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    with tempfile.TemporaryDirectory(prefix="noe-bench-controller-") as tmp:
-        work = Path(tmp)
-        (work / "empty").mkdir()
-        base_rss = empty_cluster_rss(work, nodes)
-        ca = make_ca("bench kube CA", work)
-        with start_fake_cluster(ca, tokens=(TOKEN,)) as cluster:
-            cluster.state.bookmark_interval = 5.0
-            platforms = populate(cluster, pods, nodes)
-            (work / "platforms.json").write_text(json.dumps(platforms))
-            kubeconfig = cluster.api.write_kubeconfig(work / "kubeconfig", token=TOKEN)
-
-            client = KubeClient(load_kubeconfig(kubeconfig), timeout=60)
-            started = time.monotonic()
-            params = {"limit": "500"}
-            listed = 0
-            while True:
-                page = client.call("GET", "/api/v1/pods", params=params, timeout=60)
-                listed += len(page["items"])
-                if not page["metadata"].get("continue"):
-                    break
-                params = {"limit": "500", "continue": page["metadata"]["continue"]}
-            list_seconds = time.monotonic() - started
-            client.close()
-            assert listed == pods
-
-            log = work / "controller.log"
-            mark = len(cluster.api.requests_snapshot())
-            started = time.monotonic()
-            proc = spawn(kubeconfig, work / "platforms.json", log)
-            try:
-                first = wait_for_line(log, "reconciled", 1, 600)
-                first_seconds = time.monotonic() - started
-                rss = rss_kib(proc.pid)
-                first_requests = counted(cluster, mark)
-                misplaced = len(range(0, pods, 100))
-                end = time.monotonic() + 120
-                while len(cluster.events()) < misplaced and time.monotonic() < end:
-                    time.sleep(0.1)  # the Events queue drains
-                time.sleep(0.5)
-                first_events = len(cluster.events())
-
-                # take the Lease away (another holder renews it once), then let it expire
-                mark = len(cluster.api.requests_snapshot())
-                events_before = len(cluster.events())
-                cluster.update(
-                    "leases",
-                    "noe",
-                    "noe-controller",
-                    lambda lease: lease["spec"].update(holderIdentity="bench-intruder"),
-                )
-                second = wait_for_line(log, "reconciled", 2, 120)
-                if second["pods"] != pods:
-                    raise SystemExit(f"the second reconcile saw {second['pods']} pods, not {pods}")
-                time.sleep(1.0)
-                second_requests = counted(cluster, mark)
-                second_events = len(cluster.events()) - events_before
-            finally:
-                proc.terminate()
-                proc.wait(30)
-
-    lists = sum(1 for method, path in first_requests if path.startswith("/api/v1/pods?") and method == "GET")
-    print(f"cluster        {pods} pods, {nodes} nodes, {IMAGES} images (--image-platforms)")
-    print(f"list           {list_seconds:8.2f} s   paginated list of every pod, limit 500 (baseline)")
-    print(
-        f"first          {first_seconds:8.2f} s   start to end of first full reconcile "
-        f"({first_seconds / list_seconds:.1f}x list); {lists} list pages"
-    )
-    print(f"reconcile      {first['seconds']:8.2f} s   the first full reconcile alone ({first['pods']} pods examined)")
-    print(
-        f"rss            {rss / 1024:8.1f} MiB controller process; {base_rss / 1024:.1f} MiB with no pod, so "
-        f"{(rss - base_rss) * 1024 / pods:,.0f} bytes per pod ({rss / base_rss:.2f}x)"
-    )
-    print(
-        f"requests       {len(second_requests):8d}     API requests during a second full reconcile of the "
-        f"unchanged cluster (watches and Lease excepted; target 0)"
-    )
-    print(f"events         {first_events:8d}     written by the first reconcile; {second_events} by the second")
-    if second_requests:
-        print("  " + "\n  ".join(f"{m} {p}" for m, p in second_requests[:10]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("sizes", nargs="*", type=int, default=[20_000, 1_000, 60_000, 3_000])
+    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout the controller runs from")
+    parser.add_argument("--watch-list", action="store_true", help="the stand-in serves streaming lists")
+    parser.add_argument("--cache-ignores-limit", action="store_true", help="resourceVersion=0 lists come whole")
+    options = parser.parse_args()
+    if len(options.sizes) % 2:
+        parser.error("sizes come in pairs: PODS NODES")
+    pairs = list(zip(options.sizes[::2], options.sizes[1::2], strict=True))
+    results = []
+    for pods, nodes in pairs:
+        with tempfile.TemporaryDirectory(prefix="noe-bench-controller-") as tmp:
+            result = one_size(pods, nodes, Path(tmp), options)
+        results.append(result)
+        print(
+            f"{pods:>7} pods {nodes:>5} nodes  list {result['list']:6.2f} s  first {result['first']:6.2f} s "
+            f"({result['first'] / result['list']:.1f}x list)  examined {result['examined']:.2f}/pod  "
+            f"rss {result['rss']:7.1f} MiB (peak {result['hwm']:7.1f})",
+            flush=True,
+        )
+        print(f"{'':26}pod reads: {runs(result['reads'])}", flush=True)
+    if len(results) >= 2:
+        a, b = results[0], results[1]
+        slope = (b["rss"] - a["rss"]) * 1024 * 1024 / (b["pods"] - a["pods"])
+        at_limit = a["rss"] + slope * (150_000 - a["pods"]) / (1024 * 1024)
+        print(f"rss per pod (slope {a['pods']}→{b['pods']}): {slope:,.0f} B/pod; at 150,000 pods ≈ {at_limit:,.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ class Controller:
             on_restart=lambda reason: metrics.watch_restarts.labels("pods", reason).inc(),
             page_size=s.page_size,
             watch_seconds=s.watch_seconds,
+            streaming=True,  # from the watch cache; every write it leads to is checked by the API server
         )
         self.nodes = Informer(
             kube,
@@ -144,6 +145,7 @@ class Controller:
             on_restart=lambda reason: metrics.watch_restarts.labels("nodes", reason).inc(),
             page_size=s.page_size,
             watch_seconds=s.watch_seconds,
+            streaming=True,
         )
         self.queue: WorkQueue[Key] = WorkQueue()
         self._said = Remembered()
@@ -153,6 +155,9 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self.examined = 0
         self.reconciles = 0
+        # pods queued since this process started leading, until its full pass: that pass skips them, so a
+        # fresh leader examines each pod once even though the informer queues pods as it lists them
+        self._covered: set[Key] | None = set()
         self.idle = threading.Event()
 
     # --- life cycle ------------------------------------------------------------------------------
@@ -185,6 +190,7 @@ class Controller:
         threading.Thread(target=self._enqueue_all, name="noe-resync", daemon=True).start()
 
     def stopped_leading(self) -> None:
+        self._covered = set()
         self.metrics.leader.set(0)
         if self.rollouts is not None:
             self.rollouts.primed.clear()
@@ -194,8 +200,12 @@ class Controller:
         self.nodes.synced.wait()
         started = time.monotonic()
         keys = self.pods.key_list()
+        covered = self._covered or set()
         for key in keys:
-            self.queue.add(key)
+            if key not in covered:
+                self.queue.add(key)
+        self._covered = None
+        del covered
         while not self._stop.wait(0.05):
             if not self.queue.pending():
                 break
@@ -213,6 +223,7 @@ class Controller:
                     "nodes": len(self.nodes),
                     "seconds": round(time.monotonic() - started, 3),
                     "reconciles": self.reconciles,
+                    "examined": self.examined,
                 }
             },
         )
@@ -223,6 +234,9 @@ class Controller:
             self.rollouts.forget(key)
         if new is not None and self.actions.is_leader():
             self.queue.add(key)
+            covered = self._covered
+            if covered is not None:
+                covered.add(key)
 
     def _node_changed(self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None or not self.actions.is_leader() or not self.pods.synced.is_set():

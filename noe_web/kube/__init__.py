@@ -7,7 +7,8 @@
 * :mod:`.namespace` — noe's own namespace, from the pod's service-account mount
 * :mod:`.nodes` — a Node's platform for rule 18, one GET per node, kept briefly
 * :mod:`.pull_secrets` — a pod's ``imagePullSecrets`` → one keychain, problems as warnings
-* :mod:`.informer` — paginated list and watch, relist on 410 Gone, reconnect with back-off
+* :mod:`.list_stream` — a list answer decoded item by item as it arrives, never held whole
+* :mod:`.informer` — list-then-watch caches (streamed, watch-cache or consistent lists), relist in place on 410 Gone
 * :mod:`.learned_watch` — the ConfigMap ``noe-learned-platforms``, watched in every webhook worker
 * :mod:`.policy_watch` — the cluster's placement policies and Namespaces, watched in every webhook worker
 * :mod:`.events` — Event objects and the bounded background queue that writes them

@@ -39,12 +39,17 @@ from noe_web.kube.errors import (
     Gone,
     KubeError,
     NotFound,
+    TooLargeResourceVersion,
     Unavailable,
     error_for_status,
 )
 from noe_web.kube.exec_plugin import ExecCredentialError, ExecCredentialSource
+from noe_web.kube.list_stream import read_list
 
 USER_AGENT = "noe-webhook"
+TOO_LARGE = "ResourceVersionTooLarge"
+"""The cause the API server gives (with 504) for a ``resourceVersion`` it has not reached yet."""
+CHUNK = 1 << 16
 UNAVAILABLE_TTL = 2.0
 _RETRY = object()
 
@@ -228,8 +233,9 @@ class KubeClient:
                     raise Unavailable(f"{method} {path}: the answer is not JSON", status=status) from exc
             if status == 404:
                 raise NotFound(f"{method} {path}: not found", status=status)
-            error = error_for_status(status)
-            raise error(f"{method} {path}: {status} {_status_reason(resp)}".rstrip(), status=status)
+            reason = _status_reason(resp)
+            error = TooLargeResourceVersion if reason == TOO_LARGE else error_for_status(status)
+            raise error(f"{method} {path}: {status} {reason}".rstrip(), status=status)
 
     def _token(self, *, refresh: bool) -> str | None:
         if self._exec is None:
@@ -306,6 +312,32 @@ class KubeClient:
                 return
             token = following
 
+    def list_streamed(
+        self,
+        path: str,
+        params: Mapping[str, str],
+        on_item: Callable[[dict[str, Any]], None],
+        *,
+        timeout: float,
+    ) -> dict[str, Any]:
+        """One list request whose items are decoded and handed to ``on_item`` one at a time as they arrive.
+
+        Returns the list's ``metadata`` (``resourceVersion``, ``continue``). The
+        answer is never held whole (:mod:`noe_web.kube.list_stream`), so a server
+        that ignores ``limit`` costs no more memory than one that pages.
+        """
+        resp = self._request("GET", path, params=params, stream=True, timeout=timeout)
+        try:
+            rest = read_list(resp.iter_content(CHUNK), lambda item: on_item(item) if isinstance(item, dict) else None)
+        except requests.RequestException as exc:
+            raise Unavailable(f"GET {path}: broken off ({type(exc).__name__})") from exc
+        except ValueError as exc:
+            raise Unavailable(f"GET {path}: the answer is not a list of objects ({exc})") from exc
+        finally:
+            resp.close()
+        meta = rest.get("metadata")
+        return meta if isinstance(meta, dict) else {}
+
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
         self._request("POST", path, json_body=event)
@@ -367,10 +399,15 @@ class KubeClient:
 
 
 def _status_reason(resp: requests.Response) -> str:
+    """The Status's reason; :data:`TOO_LARGE` when one of its causes says so (the reason is then ``Timeout``)."""
     try:
         body = resp.json()
     except ValueError:
         return ""
-    if isinstance(body, dict) and isinstance(body.get("reason"), str):
-        return str(body["reason"])
-    return ""
+    if not isinstance(body, dict):
+        return ""
+    details = body.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    if isinstance(causes, list) and any(isinstance(c, dict) and c.get("reason") == TOO_LARGE for c in causes):
+        return TOO_LARGE
+    return str(body["reason"]) if isinstance(body.get("reason"), str) else ""

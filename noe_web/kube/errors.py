@@ -10,6 +10,7 @@ __all__ = [
     "Invalid",
     "KubeError",
     "NotFound",
+    "TooLargeResourceVersion",
     "TooManyRequests",
     "Unavailable",
     "error_for_status",
@@ -42,6 +43,11 @@ class CredentialPluginFailed(Forbidden):
 
 class TooManyRequests(Unavailable):
     """429: throttled, or an eviction refused by a PodDisruptionBudget; try again later."""
+
+
+class TooLargeResourceVersion(Unavailable):
+    """504 ``ResourceVersionTooLarge``: this API server has not seen the ``resourceVersion`` asked for yet
+    (another server of the cluster has); a consistent read gets an answer."""
 
 
 class Conflict(KubeError):

@@ -1,17 +1,59 @@
 """A list-then-watch cache of one resource, as client-go's reflector keeps it.
 
-The informer lists in pages (``limit``/``continue``), then watches from the
-list's ``resourceVersion`` with bookmarks (so a quiet resource still moves the
-version forward and a reconnect does not replay or miss anything). A watch the
-server ends is resumed from the last version seen; ``410 Gone`` (the version
-was compacted away) means list again, and objects that vanished meanwhile are
-reported deleted. Connection errors are retried with a capped exponential
-backoff. Only what ``slim`` keeps of each object is stored, so memory grows
-with the number of objects, not with the size of their specs and statuses.
+**Which read each list is.** Every list used to be a consistent read: the API
+server asks etcd (a quorum read) and copies every object out of it, the most
+expensive request a client can make of a large cluster. A list says what it
+needs with ``resourceVersion`` (the API's "Resource versions" semantics):
 
-Once the first list is in, :attr:`synced` is set; ``on_change(key, old, new)``
-is called for every change (``new`` is ``None`` on deletion) on the
-informer's own thread.
+========================  ===========================================================================
+``resourceVersion=""``    consistent: the newest state (etcd; or, from Kubernetes 1.31, the watch
+                          cache once it has caught up with etcd)
+``"0"``                   any state the API server's watch cache holds, possibly a little old; an API
+                          server before 1.33 then ignores ``limit`` and sends everything at once
+``N`` + ``NotOlderThan``  a state at least as new as ``N``, from the watch cache (with ``limit`` an
+                          API server before 1.33 asks etcd instead, so pages are asked for only when
+                          the server paged before); ``504 ResourceVersionTooLarge`` from a server
+                          behind ``N``, ``410`` from a server that cannot serve it
+streaming (WatchList)     a watch with ``sendInitialEvents=true``, ``resourceVersionMatch=NotOlderThan``
+                          and bookmarks: the state as ``ADDED`` events, one per object, then a
+                          ``BOOKMARK`` annotated ``k8s.io/initial-events-end``; then the watch goes
+                          on. From the watch cache; ``resourceVersion=""`` is consistent. Behind a
+                          feature gate: a server without it answers ``422 Invalid``
+========================  ===========================================================================
+
+An informer made with ``consistent=False`` (the default: pods and nodes of
+``noe controller``, the Namespaces of ``noe serve``) first tries a streaming
+list (consistent, served from the watch cache); where the server refuses it,
+its first list is ``"0"`` (the watch cache), and a list after its watch
+expired (``410``) is ``NotOlderThan`` the last version it saw, so it never goes
+back in time; a ``410`` or ``504`` to that list falls back to a consistent
+read. What the cache lags behind is delivered by the watch that follows from
+the list's version, and every write noe makes from these caches is guarded by
+the server (an eviction of a pod that is gone answers 404, a patch carries the
+``resourceVersion`` it was computed from, a disruption budget is the server's).
+
+An informer made with ``consistent=True`` (the placement policies and the
+learned-platforms ConfigMap) reads the newest state every time, streamed or
+paged: those lists are small, and what they hold is applied to every admitted
+pod and written back as policy status, so an old copy from a lagging API server
+would be acted on, not merely seen late.
+
+**Memory.** A list's answer is decoded one item at a time
+(:mod:`noe_web.kube.list_stream`), whether the server pages or not, and
+applied to the cache in place: a changed object replaces its old copy as it
+arrives, and once the list is complete the objects it did not contain are
+dropped (reported deleted). A relist therefore holds no second copy of the
+cache, only the set of keys it has seen. ``on_change(key, old, new)`` is called
+for every change (``new`` is ``None`` on deletion) on the informer's own
+thread; an object that comes back unchanged is not a change. After each
+complete list the surviving objects are moved out of the garbage collector's
+generations (``gc.freeze``): they live as long as the cache, and a collector
+that scanned them at every full collection made decoding a large list three
+times slower.
+
+The watch resumes from the last version seen (bookmarks move it forward on a
+quiet resource); ``410 Gone`` means list again. Connection errors are retried
+with a capped exponential backoff.
 
 A resource that may not be installed (a custom resource whose CRD is absent:
 ``absent_retry`` seconds given) answers its list with 404: the cache is then
@@ -26,6 +68,7 @@ while it is being re-established — the age of the last good state.
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import threading
@@ -34,7 +77,7 @@ from collections.abc import Callable
 from typing import Any
 
 from noe_web.kube.client import KubeClient
-from noe_web.kube.errors import Gone, KubeError, NotFound
+from noe_web.kube.errors import Gone, KubeError, NotFound, TooLargeResourceVersion
 
 log = logging.getLogger("noe.kube.informer")
 
@@ -44,7 +87,16 @@ OnChange = Callable[[Key, dict[str, Any] | None, dict[str, Any] | None], None]
 
 PAGE_SIZE = 500
 WATCH_SECONDS = 300
+LIST_TIMEOUT = 60.0
+"""Seconds each read of a list answer may wait for its next bytes."""
 BACKOFF_START, BACKOFF_CAP = 0.2, 30.0
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+NOT_OLDER_THAN = "NotOlderThan"
+STREAM_REFUSED = (400, 422)
+"""What an API server answers a streaming list it does not offer (the WatchList gate off, or too old)."""
+
+# What a list was, as :attr:`Informer.last_read` says it (and the log line of each list).
+STREAM, CACHE, NOT_OLDER, CONSISTENT = "stream", "cache", "not-older-than", "consistent"
 
 
 def key_of(obj: dict[str, Any]) -> Key:
@@ -67,19 +119,29 @@ class Informer:
         watch_seconds: int = WATCH_SECONDS,
         absent_retry: float | None = None,
         on_absent: Callable[[bool], None] = lambda absent: None,
+        consistent: bool = False,
+        streaming: bool = False,
     ) -> None:
         self.kube, self.path = kube, path
         self._slim, self._on_change, self._on_restart = slim, on_change, on_restart
         self.page_size, self.watch_seconds = page_size, watch_seconds
         self.absent_retry, self._on_absent = absent_retry, on_absent
+        self.consistent, self.streaming = consistent, streaming
         self.absent = False
         self._broken_at: float | None = None
         self._items: dict[Key, dict[str, Any]] = {}
+        self._seen: set[Key] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.synced = threading.Event()
         self.resource_version = ""
         self.lists = 0
+        self.last_read = ""
+        self.paginated = True
+        """Whether the server pages this resource's lists (a watch-cache list may come whole)."""
+        self.stream_refused = False
+        """Whether the server refused the last streaming list (the next list is tried streamed again)."""
+        self._version_unusable = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -126,9 +188,12 @@ class Informer:
         while not self._stop.is_set():
             try:
                 if need_list:
-                    self._list()
-                    need_list = False
-                self._watch()
+                    complete, watched = self._sync()
+                    need_list = not complete
+                    if not watched:
+                        continue  # a paged list: its watch comes next
+                else:
+                    self._watch()
                 backoff = BACKOFF_START  # the server ended a healthy watch: resume at once
                 self._on_restart("ended")
             except Gone:
@@ -171,62 +236,181 @@ class Informer:
         self.synced.set()
         return float(self.absent_retry or 0)
 
+    def _sync(self) -> tuple[bool, bool]:
+        """Read the whole state again: whether it is complete, and whether a watch ran (and ended) meanwhile
+        (a streaming list goes on as the watch)."""
+        if self.streaming:
+            try:
+                return self._watch(initial=True), True
+            except KubeError as exc:
+                if exc.status not in STREAM_REFUSED:
+                    raise
+                if not self.stream_refused:
+                    log.info("%s: no streaming list here (%s): listing in pages", self.path, exc)
+                self.stream_refused = True
+        self._list()
+        return True, False
+
+    # --- lists -----------------------------------------------------------------------------------
     def _list(self) -> None:
-        fresh: dict[Key, dict[str, Any]] = {}
-        params: dict[str, str] = {"limit": str(self.page_size)}
-        version = ""
+        """A paged list, applied in place; ``NotOlderThan`` a known version falls back to a consistent read."""
+        started = time.monotonic()
+        # the first list from the watch cache ("0"), later ones not older than the last version seen
+        version = "" if self.consistent or self._version_unusable else self.resource_version or "0"
+        try:
+            count = self._list_pages(version)
+        except (Gone, TooLargeResourceVersion) as exc:
+            if version in ("", "0"):
+                raise
+            log.info("%s: no list at resourceVersion %s here (%s): a consistent read", self.path, version, exc)
+            self._version_unusable = True
+            count = self._list_pages("")
+        self._version_unusable = False
+        log.info(
+            "listed %s",
+            self.path,
+            extra={
+                "fields": {
+                    "event": "listed",
+                    "path": self.path,
+                    "objects": count,
+                    "read": self.last_read,
+                    "paginated": self.paginated,
+                    "seconds": round(time.monotonic() - started, 3),
+                }
+            },
+        )
+
+    def _list_pages(self, version: str) -> int:
+        """Every page of one list at ``version``; the number of objects listed."""
+        params: dict[str, str] = {}
+        if version:
+            params["resourceVersion"] = version
+        if version not in ("", "0"):
+            params["resourceVersionMatch"] = NOT_OLDER_THAN
+        if version in ("", "0") or self.paginated:
+            params["limit"] = str(self.page_size)
+        read = CONSISTENT if not version else CACHE if version == "0" else NOT_OLDER
+        self._begin()
+        listed, first, list_version = 0, True, ""
+        on_page = 0
+
+        def take(item: dict[str, Any]) -> None:
+            nonlocal on_page
+            on_page += 1
+            self._take(item)
+
         while True:
-            page = self.kube.call("GET", self.path, params=params, timeout=60)
-            meta = page.get("metadata") or {}
-            version = version or str(meta.get("resourceVersion") or "")
-            for item in page.get("items") or ():
-                if isinstance(item, dict):
-                    fresh[key_of(item)] = self._slim(item)
+            on_page = 0
+            meta = self.kube.list_streamed(self.path, params, take, timeout=LIST_TIMEOUT)
+            listed += on_page
+            list_version = list_version or str(meta.get("resourceVersion") or "")
             token = meta.get("continue")
+            if first and "limit" in params:
+                if token:
+                    self.paginated = True
+                elif on_page > self.page_size:
+                    self.paginated = False  # the watch cache answered everything at once
+            first = False
             if not token:
                 break
             params = {"limit": str(self.page_size), "continue": str(token)}
+        self._end(list_version, read)
+        return listed
+
+    def _begin(self) -> None:
         with self._lock:
-            old_items, self._items = self._items, fresh
+            self._seen = set()
+
+    def _take(self, obj: dict[str, Any]) -> None:
+        """One object of a list: into the cache in place, and a change reported if it is one."""
+        key = key_of(obj)
+        after = self._slim(obj)
+        with self._lock:
+            before = self._items.get(key)
+            if before != after:
+                self._items[key] = after
+            if self._seen is not None:
+                self._seen.add(key)
+        if before != after:
+            self._on_change(key, before, after)
+
+    def _end(self, version: str, read: str) -> None:
+        """The list is complete: what it did not hold is gone; the cache is current as of ``version``."""
+        with self._lock:
+            seen, self._seen = self._seen or set(), None
+            gone = [(key, self._items.pop(key)) for key in [k for k in self._items if k not in seen]]
+        del seen
         self.resource_version = version
         self.lists += 1
+        self.last_read = read
         self._current()
         if self.absent:
             self.absent = False
             self._on_absent(False)
-        for key in old_items.keys() - fresh.keys():
-            self._on_change(key, old_items[key], None)
-        for key, obj in fresh.items():
-            before = old_items.get(key)
-            if before != obj:
-                self._on_change(key, before, obj)
+        for key, obj in gone:
+            self._on_change(key, obj, None)
+        gc.freeze()  # the cache lives on: keep it out of every later full collection
         self.synced.set()
 
-    def _watch(self) -> None:
-        params = {
-            "resourceVersion": self.resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(self.watch_seconds),
-        }
-        for event in self.kube.watch(self.path, params, timeout=self.watch_seconds + 30, on_open=self._current):
-            if self._stop.is_set():
-                return
-            kind, obj = event.get("type"), event.get("object")
-            if not isinstance(obj, dict):
-                continue
-            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-            if kind == "BOOKMARK":
-                self.resource_version = version or self.resource_version
-                continue
-            key = key_of(obj)
-            with self._lock:
-                before = self._items.get(key)
-                after = None if kind == "DELETED" else self._slim(obj)
-                if after is None:
-                    self._items.pop(key, None)
-                else:
-                    self._items[key] = after
-            if version:
-                self.resource_version = version
-            if before != after:
-                self._on_change(key, before, after)
+    # --- watches ---------------------------------------------------------------------------------
+    def _watch(self, *, initial: bool = False) -> bool:
+        """Watch until the server ends it; with ``initial``, a streaming list first (whose state is applied
+        in place, as a paged list's). ``True`` when the state is complete (always, without ``initial``)."""
+        params = {"allowWatchBookmarks": "true", "timeoutSeconds": str(self.watch_seconds)}
+        replacing = initial
+        if initial:
+            usable = not (self.consistent or self._version_unusable)
+            params["resourceVersion"] = self.resource_version if usable else ""
+            params["sendInitialEvents"] = "true"
+            params["resourceVersionMatch"] = NOT_OLDER_THAN
+            self._begin()
+        else:
+            params["resourceVersion"] = self.resource_version
+        try:
+            events = self.kube.watch(self.path, params, timeout=self.watch_seconds + 30, on_open=self._current)
+            for event in events:
+                if self._stop.is_set():
+                    return not replacing
+                kind, obj = event.get("type"), event.get("object")
+                if not isinstance(obj, dict):
+                    continue
+                meta = obj.get("metadata") or {}
+                version = str(meta.get("resourceVersion") or "")
+                if kind == "BOOKMARK":
+                    annotations = meta.get("annotations") or {}
+                    if replacing and annotations.get(INITIAL_EVENTS_END) == "true":
+                        replacing = False
+                        self.stream_refused = False
+                        self._end(version or self.resource_version, STREAM)
+                    elif not replacing:
+                        self.resource_version = version or self.resource_version
+                    continue
+                if replacing:
+                    if kind == "ADDED":
+                        self._take(obj)
+                    continue
+                self._event(kind, obj, version)
+        except Gone:
+            if initial and params["resourceVersion"]:
+                self._version_unusable = True  # the next try asks for the newest state
+            raise
+        except TooLargeResourceVersion:
+            if initial:
+                self._version_unusable = True
+            raise
+        return not replacing
+
+    def _event(self, kind: Any, obj: dict[str, Any], version: str) -> None:
+        key = key_of(obj)
+        with self._lock:
+            before = self._items.get(key)
+            after = None if kind == "DELETED" else self._slim(obj)
+            if after is None:
+                self._items.pop(key, None)
+            else:
+                self._items[key] = after
+        if version:
+            self.resource_version = version
+        if before != after:
+            self._on_change(key, before, after)

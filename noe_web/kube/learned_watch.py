@@ -6,7 +6,9 @@ This watch keeps the current entries (:class:`~noe_core.image.learned.LearnedPla
 that every admission applies to its lookups: the architecture is taken out of
 the digest it concerns, with a warning. A deleted entry (or ConfigMap) undoes
 it as soon as its watch event arrives. Only ConfigMaps of noe's namespace are
-listed, and only this one is kept.
+listed, and only this one is kept. They are read consistently (a few
+objects; an entry the controller just wrote must not be missed by a worker
+that starts now).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class LearnedWatch:
             on_change=self._changed,
             watch_seconds=watch_seconds,
             absent_retry=ABSENT_RETRY,
+            consistent=True,  # one namespace's ConfigMaps; what it says changes admissions: the newest
+            streaming=True,
         )
 
     def start(self) -> None:

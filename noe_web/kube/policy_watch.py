@@ -23,6 +23,11 @@ users' tests call (``docs/policies.md``).
 * CRDs not installed (the lists answer 404): the webhook runs on the flags
   alone, says so in one line, and looks again every ``absent_retry`` seconds,
   so CRDs installed later are picked up.
+* The policies are listed with consistent reads (few objects; an old copy
+  from a lagging API server would be applied to pods and written back as
+  status); the Namespaces, thousands and listed by every worker of every
+  replica, from the API server's watch cache (streamed where it offers it):
+  see :mod:`noe_web.kube.informer`.
 * A namespace the watch has not delivered yet (created a moment before its
   first pod) is read once with a short GET, so its labels select policies from
   its very first pod.
@@ -148,6 +153,8 @@ class PolicyWatch:
                 on_restart=lambda reason: on_restart(PLURALS[kind], reason),
                 watch_seconds=watch_seconds,
                 absent_retry=absent_retry,
+                consistent=True,  # a few objects, applied to every admission and written back as status
+                streaming=True,
             )
 
         self.cluster = policy_informer(CLUSTER_KIND)
@@ -160,6 +167,7 @@ class PolicyWatch:
             on_restart=lambda reason: on_restart("namespaces", reason),
             watch_seconds=watch_seconds,
             absent_retry=absent_retry,  # never in a real cluster; an API stand-in without Namespaces
+            streaming=True,  # thousands, listed by every worker: from the watch cache (a new one is read with a GET)
         )
         self.informers = (self.cluster, self.namespaced, self.namespaces)
 

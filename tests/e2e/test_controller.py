@@ -347,6 +347,32 @@ def test_list_is_paginated_and_an_unchanged_cluster_costs_nothing_but_the_watch(
     assert extra == []
 
 
+@pytest.mark.parametrize("watch_list", [False, True], ids=["pages-from-the-watch-cache", "streaming-list"])
+def test_a_fresh_leader_examines_each_pod_once_and_spares_etcd_its_first_list(
+    cluster: FakeCluster,
+    run_controller: Callable[..., Running],
+    pushed_images: dict[str, PushedImage],
+    watch_list: bool,
+) -> None:
+    cluster.state.watch_list = watch_list  # the API server's WatchList gate
+    multi = pushed_images["docker-manifest-list"].reference
+    for index in range(1200):
+        cluster.add("pods", a_pod(f"p-{index:04d}", [multi], node="n-amd64", is_ready=True))
+    running = run_controller()
+    settle(cluster, running)
+    assert cluster.wait(lambda: running.controller.reconciles == 1, 15), "no full reconcile"
+    # the informer queues pods as it lists them and the new leader's full pass skips those: each pod once
+    assert running.controller.examined == 1200
+    pod_reads = [(r.kind, r.status) for r in cluster.api.reads("pods")]
+    if watch_list:
+        assert pod_reads == [("stream", 200)]  # the state and the changes in one watch, from the watch cache
+    else:
+        assert pod_reads[:4] == [("stream", 422), ("cache", 200), ("continue", 200), ("continue", 200)]
+        assert pod_reads[4:] == [("watch", 200)]
+    assert ("consistent", 200) not in [(r.kind, r.status) for r in cluster.api.reads("nodes")]
+    assert not [r for r in cluster.api.reads() if r.kind == "consistent" and r.resource in ("pods", "nodes")]
+
+
 # ----------------------------------------------------------------------------- dry run
 
 

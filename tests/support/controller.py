@@ -44,14 +44,16 @@ def start_controller(cluster: FakeCluster, kubeconfig_path: Path, token: str, *a
     return start(config, discover(config.kubeconfig))
 
 
-def spawn_controller(kubeconfig: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+def spawn_controller(kubeconfig: Path, log: Path, *args: str, code: Path = ROOT) -> subprocess.Popen[bytes]:
     """``python -m noe_web controller`` through ``kubeconfig``, with short leases and ``args`` added, its
-    output in ``log``; no ``NOE_*`` variable of the caller's environment reaches it."""
+    output in ``log``; no ``NOE_*`` variable of the caller's environment reaches it. ``code``: the checkout
+    it runs from (a benchmark's "before" runs an older one)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
     command = [sys.executable, "-m", "noe_web", "controller", "--kubeconfig", str(kubeconfig)]
     command += ["--metrics-addr", "", "--leader-election-namespace", "noe", *FAST, *args]
     with log.open("wb") as out:  # the child keeps its own descriptor
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        env["PYTHONPATH"] = str(code)
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=code, env=env)
 
 
 class Controllers:

@@ -2,8 +2,12 @@
 
 It speaks, over HTTPS and behind a kubeconfig, what ``noe controller`` uses:
 
-    GET    /api/v1/pods, /api/v1/nodes         lists (limit/continue, resourceVersion) and watches
-                                                (watch=1, allowWatchBookmarks, timeoutSeconds, 410 Gone)
+    GET    /api/v1/pods, /api/v1/nodes         lists (limit/continue, resourceVersion and resourceVersionMatch:
+                                                consistent, watch cache, not older than, exact; see
+                                                fake_kube_api) and watches (watch=1, allowWatchBookmarks,
+                                                timeoutSeconds, 410 Gone; sendInitialEvents while
+                                                ``watch_list`` is on: the state as ADDED events, then a
+                                                BOOKMARK annotated k8s.io/initial-events-end)
     GET    /api/v1/namespaces/NS/pods/NAME      one pod
     PATCH  /api/v1/namespaces/NS/pods/NAME      application/json-patch+json: a failing ``test`` → 422,
                                                 a stale metadata.resourceVersion → 409, and a gated pod
@@ -31,7 +35,9 @@ plus the Secrets and Events of the base server. Every change bumps one
 resourceVersion counter and is kept in a history that watches replay from;
 :meth:`FakeCluster.compact` drops that history and ends open watches, so a
 client coming back with an old resourceVersion gets ``410 Gone`` as the API
-server answers after etcd compaction.
+server answers after etcd compaction. A consistent or exact list, and every
+continued page, is the state at the list's resourceVersion (the history is
+undone back to it), as etcd serves it; ``reads`` records each list and watch.
 """
 
 from __future__ import annotations
@@ -52,7 +58,17 @@ from urllib.parse import parse_qs, urlsplit
 import jsonpatch
 
 from tests.support.certs import CA
-from tests.support.fake_kube_api import FakeKubeAPI, FakeKubeState, _Handler, _status, start_fake_kube_api
+from tests.support.fake_kube_api import (
+    EXACT,
+    NOT_OLDER,
+    STREAM,
+    FakeKubeAPI,
+    FakeKubeState,
+    _Handler,
+    _status,
+    read_kind,
+    start_fake_kube_api,
+)
 
 KINDS = {
     "pods": "Pod",
@@ -85,6 +101,8 @@ class ClusterState(FakeKubeState):
         default_factory=lambda: {kind: {} for kind in KINDS}
     )
     history: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
+    prior: dict[int, dict[str, Any] | None] = field(default_factory=dict)
+    """For each resourceVersion in the history, the object as it was before that change (``None``: absent)."""
     compacted: int = 0
     watch_generation: int = 0
     budgets: list[Budget] = field(default_factory=list)
@@ -109,6 +127,7 @@ class ClusterState(FakeKubeState):
         self.rv += 1
         meta = obj.setdefault("metadata", {})
         key = (meta.get("namespace", ""), meta["name"])
+        self.prior[self.rv] = self.objects[kind].get(key)
         if event == "DELETED":
             self.objects[kind].pop(key, None)
         else:
@@ -127,6 +146,23 @@ class ClusterState(FakeKubeState):
         self.history.append((self.rv, kind, event, copy.deepcopy(obj)))
         self.changed.notify_all()
         return obj
+
+    def snapshot(self, kind: str, at: int) -> dict[tuple[str, str], dict[str, Any]]:
+        """The objects of ``kind`` as they were at resourceVersion ``at`` (not before the compaction)."""
+        objects = dict(self.objects[kind])
+        for rv, entry_kind, _, obj in reversed(self.history):
+            if rv <= at:
+                break
+            if entry_kind != kind:
+                continue
+            meta = obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            before = self.prior.get(rv)
+            if before is None:
+                objects.pop(key, None)
+            else:
+                objects[key] = before
+        return objects
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:
@@ -326,26 +362,46 @@ class ClusterHandler(_Handler):
 
     def _list(self, kind: str, query: dict[str, str], namespace: str = "") -> None:
         state = self.cluster
+        with state.lock:
+            current = state.rv
+        if self._refuse_read(kind, query, watch=False, current=current):
+            return
+        read = read_kind(query, watch=False)
         limit = int(query.get("limit") or 0)
         token = query.get("continue")
+        version = query.get("resourceVersion", "")
+        refusal = None
         with state.lock:
+            after = None
+            list_rv = state.rv  # consistent, or the watch cache: kept current in this stand-in
             if token:
-                start_rv, after = json.loads(base64.b64decode(token))
-                if start_rv < state.compacted:
-                    self._send(410, _status(410, "Expired", "the provided continue parameter is too old"))
-                    return
-                list_rv = start_rv
-            else:
-                list_rv, after = state.rv, None
-            keys = sorted(k for k in state.objects[kind] if not namespace or k[0] == namespace)
-            if after is not None:
-                keys = [k for k in keys if list(k) > after]
-            page = keys[:limit] if limit else keys
-            items = [copy.deepcopy(state.objects[kind][k]) for k in page]
-            more = bool(limit) and len(keys) > limit
+                list_rv, after = json.loads(base64.b64decode(token))
+                if list_rv < state.compacted:
+                    refusal = _status(410, "Expired", "The provided continue parameter is too old")
+            elif read == EXACT:
+                list_rv = int(version)
+                if list_rv < state.compacted:
+                    refusal = _status(410, "Expired", f"too old resource version: {version}")
+            elif read == NOT_OLDER and state.too_old_lists and int(version) < state.compacted:
+                refusal = _status(410, "Expired", f"too old resource version: {version}")
+            if version == "0" and state.cache_ignores_limit:
+                limit = 0  # the watch cache of an API server before 1.33 answers everything at once
+            if refusal is None:
+                objects = state.snapshot(kind, list_rv) if list_rv < state.rv else state.objects[kind]
+                keys = sorted(k for k in objects if not namespace or k[0] == namespace)
+                if after is not None:
+                    keys = [k for k in keys if list(k) > after]
+                page = keys[:limit] if limit else keys
+                items = [copy.deepcopy(objects[k]) for k in page]
+                more = bool(limit) and len(keys) > limit
+        if refusal is not None:
+            self._answer_read(kind, query, False, 410, refusal)
+            return
         metadata: dict[str, Any] = {"resourceVersion": str(list_rv)}
         if more:
             metadata["continue"] = base64.b64encode(json.dumps([list_rv, list(page[-1])]).encode()).decode()
+            metadata["remainingItemCount"] = len(keys) - limit
+        self._answer_read(kind, query, False, 200, None)
         self._send(200, {"kind": KINDS[kind] + "List", "apiVersion": "v1", "metadata": metadata, "items": items})
 
     def _encode(self, body: dict[str, Any]) -> bytes:
@@ -362,6 +418,12 @@ class ClusterHandler(_Handler):
 
     def _watch(self, kind: str, query: dict[str, str], namespace: str = "") -> None:
         state = self.cluster
+        with state.lock:
+            current = state.rv
+        if self._refuse_read(kind, query, watch=True, current=current):
+            return
+        self._answer_read(kind, query, True, 200, None)
+        streaming = read_kind(query, watch=True) == STREAM
         since = int(query.get("resourceVersion") or 0)
         bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
         end = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
@@ -374,19 +436,31 @@ class ClusterHandler(_Handler):
                 while state.watches_held and not state.stopping:
                     state.changed.wait(0.1)  # an API server that is not answering watches (yet)
                 generation = state.watch_generation
-                if since < state.compacted:
+                initial: list[dict[str, Any]] = []
+                if streaming:  # the state not older than the version asked for: this stand-in's newest
+                    since = state.rv
+                    objects = state.objects[kind]
+                    initial = [copy.deepcopy(objects[k]) for k in sorted(objects) if not namespace or k[0] == namespace]
+                elif since < state.compacted:
                     gone = _status(410, "Expired", f"too old resource version: {since} ({state.compacted})")
                     self._chunk({"type": "ERROR", "object": gone})
                     return
+            for obj in initial:
+                self._chunk({"type": "ADDED", "object": obj})
+            if streaming:
+                end_of_state = {"resourceVersion": str(since), "annotations": {"k8s.io/initial-events-end": "true"}}
+                self._chunk({"type": "BOOKMARK", "object": {"kind": KINDS[kind], "metadata": end_of_state}})
             last_bookmark = time.monotonic()
             with state.lock:  # the history only grows (compaction empties it and ends every watch)
                 position = bisect.bisect_right(state.history, since, key=lambda entry: entry[0])
             while time.monotonic() < end and not state.stopping:
                 with state.lock:
-                    if generation != state.watch_generation:
-                        return  # compaction ends every open watch; clients come back and get 410
-                    if position >= len(state.history):
+                    if position >= len(state.history) and generation == state.watch_generation:
                         state.changed.wait(0.1)
+                    if generation != state.watch_generation:
+                        # compaction (or a hold) ends every open watch, before it sends anything that happened
+                        # since: clients come back and get 410
+                        return
                     fresh, position = state.history[position:], len(state.history)
                     current = state.rv
                 pending = [
@@ -607,6 +681,7 @@ class FakeCluster:
         with self.state.lock:
             self.state.compacted = self.state.rv
             self.state.history.clear()
+            self.state.prior.clear()
             self.state.watch_generation += 1
             self.state.changed.notify_all()
 

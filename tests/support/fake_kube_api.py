@@ -10,6 +10,18 @@
     POST /api/v1/namespaces/NS/pods?dryRun=All → 201, the pod as admitted by ``admit`` (the mutating
                                                  webhook: AdmissionReview in, AdmissionReview out, patch applied)
 
+Lists and watches take the API's read options as kube-apiserver does
+(:func:`read_kind` classifies them, :func:`invalid_options` refuses what its
+``ValidateListOptions`` refuses with 422): ``resourceVersion`` unset is a
+consistent read; ``"0"`` is served from the watch cache (which ignores
+``limit`` while ``cache_ignores_limit`` is set, as API servers before 1.33
+do); ``N`` with ``resourceVersionMatch=NotOlderThan`` (or without ``limit``) is
+not older than ``N`` (504 ``ResourceVersionTooLarge`` beyond the newest);
+``Exact`` (or a legacy ``N`` with ``limit``) answers 410 once ``N`` is
+compacted; a streaming list (``sendInitialEvents``) needs ``watch_list`` (the
+WatchList feature gate). Every list and watch is kept in ``reads``
+(:class:`Read`): which kind of read it was, and what was answered.
+
 It checks authentication the way the API server would (a bearer token from
 ``tokens``, or a client certificate signed by ``client_ca``), records every
 request (``requests``: method, path, who) and can be told to stall
@@ -47,6 +59,84 @@ class Recorded:
     body: Any = None
 
 
+CONSISTENT, CACHE, NOT_OLDER, EXACT, CONTINUE, WATCH, STREAM = (
+    "consistent",
+    "cache",
+    "not-older-than",
+    "exact",
+    "continue",
+    "watch",
+    "stream",
+)
+
+
+@dataclass(frozen=True)
+class Read:
+    """One list or watch request, as the API server read it: its kind, its options and the answer's status."""
+
+    resource: str
+    kind: str
+    query: dict[str, str]
+    status: int = 200
+
+
+def read_kind(query: dict[str, str], *, watch: bool) -> str:
+    """What a list or watch with these options reads (the "Resource versions" table of the API concepts)."""
+    version = query.get("resourceVersion", "")
+    if watch:
+        return STREAM if query.get("sendInitialEvents") == "true" else WATCH
+    if query.get("continue"):
+        return CONTINUE
+    if not version:
+        return CONSISTENT
+    if version == "0":
+        return CACHE
+    match = query.get("resourceVersionMatch", "")
+    if match == "Exact" or (not match and query.get("limit") not in (None, "", "0")):
+        return EXACT  # before resourceVersionMatch, N with a limit meant exactly N
+    return NOT_OLDER
+
+
+def invalid_options(query: dict[str, str], *, watch: bool, watch_list: bool) -> str | None:
+    """Why kube-apiserver refuses these list options with 422 Invalid, or ``None``."""
+    version, match = query.get("resourceVersion", ""), query.get("resourceVersionMatch", "")
+    initial = query.get("sendInitialEvents")
+    problems = []
+    if match not in ("", "NotOlderThan", "Exact"):
+        problems.append(f'resourceVersionMatch: Unsupported value: "{match}"')
+    if initial is not None:
+        if not watch:
+            problems.append("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list")
+        elif not watch_list:
+            problems.append(
+                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList "
+                "feature gate is enabled"
+            )
+        else:
+            if match != "NotOlderThan":
+                problems.append("resourceVersionMatch: Forbidden: sendInitialEvents requires NotOlderThan")
+            if query.get("allowWatchBookmarks") not in ("1", "true"):
+                problems.append("allowWatchBookmarks: Forbidden: sendInitialEvents requires allowWatchBookmarks")
+    elif match and watch:
+        problems.append("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch")
+    if match and not version and initial is None:
+        problems.append("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion")
+    if match == "Exact" and version == "0":
+        problems.append('resourceVersionMatch: Forbidden: "Exact" is forbidden for resourceVersion "0"')
+    if query.get("continue") and version:
+        problems.append("resourceVersion: Forbidden: specifying resource version is not allowed when using continue")
+    if not problems:
+        return None
+    return 'ListOptions.meta.k8s.io "" is invalid: ' + ", ".join(problems)
+
+
+def too_large(version: int, current: int) -> dict[str, Any]:
+    """The Status of a read at a resourceVersion this API server has not reached (it waited, then gave up)."""
+    status = _status(504, "Timeout", f"Too large resource version: {version}, current: {current}")
+    status["details"] = {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]}
+    return status
+
+
 @dataclass
 class FakeKubeState:
     tokens: set[str] = field(default_factory=set)
@@ -60,6 +150,13 @@ class FakeKubeState:
     events: list[dict[str, Any]] = field(default_factory=list)
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     expire_continue: bool = False
+    reads: list[Read] = field(default_factory=list)
+    cache_ignores_limit: bool = False
+    """Lists at ``resourceVersion=0`` come whole from the watch cache, ``limit`` ignored (before Kubernetes 1.33)."""
+    watch_list: bool = False
+    """The WatchList feature gate: watches with ``sendInitialEvents`` (streaming lists) are served."""
+    too_old_lists: bool = False
+    """A list ``NotOlderThan`` a compacted version answers 410 (a server whose cache cannot serve it)."""
     delay: float = 0.0
     fail_with: int = 0
     # The mutating webhook dry-run pods go through: AdmissionReview -> AdmissionReview.
@@ -221,25 +318,62 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
 
+    def _refuse_read(self, resource: str, query: dict[str, str], *, watch: bool, current: int) -> bool:
+        """Answer and record what kube-apiserver refuses before reading anything; ``True`` if it did."""
+        state = self.server.state
+        kind = read_kind(query, watch=watch)
+        problem = invalid_options(query, watch=watch, watch_list=state.watch_list)
+        version = query.get("resourceVersion", "")
+        if problem is not None:
+            self._answer_read(resource, query, watch, 422, _status(422, "Invalid", problem))
+            return True
+        if version.isdigit() and int(version) > current and kind != CONTINUE:
+            self._answer_read(resource, query, watch, 504, too_large(int(version), current))
+            return True
+        return False
+
+    def _answer_read(
+        self, resource: str, query: dict[str, str], watch: bool, code: int, body: dict[str, Any] | None
+    ) -> None:
+        """Record a list or watch with its status; send ``body`` when given (a watch's stream is its own)."""
+        state = self.server.state
+        with state.lock:
+            state.reads.append(Read(resource, read_kind(query, watch=watch), dict(query), code))
+        if body is not None:
+            self._send(code, body)
+
     def _list(self, resource: str, namespace: str | None) -> None:
         state = self.server.state
-        query = parse_qs(urlsplit(self.path).query)
+        query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+        if self._refuse_read(resource, query, watch=False, current=4242):
+            return
         with state.lock:
             items = [o for o in state.objects.get(resource, []) if namespace in (None, o["metadata"].get("namespace"))]
             expire = state.expire_continue
-        limit = int(query.get("limit", ["0"])[0]) or len(items) or 1
+        version = query.get("resourceVersion", "")
+        if read_kind(query, watch=False) == EXACT and version != "4242":
+            self._answer_read(
+                resource, query, False, 410, _status(410, "Expired", f"too old resource version: {version}")
+            )
+            return
+        limit = int(query.get("limit") or 0) or len(items) or 1
+        if version == "0" and state.cache_ignores_limit:
+            limit = len(items) or 1
         start = 0
         if "continue" in query:
             if expire:
-                self._send(410, _status(410, "Expired", "The provided continue parameter is too old"))
+                self._answer_read(
+                    resource, query, False, 410, _status(410, "Expired", "The provided continue parameter is too old")
+                )
                 return
-            start = int(base64.urlsafe_b64decode(query["continue"][0]).decode().removeprefix("offset:"))
+            start = int(base64.urlsafe_b64decode(query["continue"]).decode().removeprefix("offset:"))
         page = items[start : start + limit]
         metadata: dict[str, Any] = {"resourceVersion": "4242"}
         if start + limit < len(items):
             metadata["continue"] = base64.urlsafe_b64encode(f"offset:{start + limit}".encode()).decode()
             metadata["remainingItemCount"] = len(items) - start - limit
         body_items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in page]
+        self._answer_read(resource, query, False, 200, None)
         self._send(200, {"kind": _LIST_KINDS[resource], "apiVersion": "v1", "metadata": metadata, "items": body_items})
 
     def _admit_pod(self, namespace: str, pod: dict[str, Any], state: FakeKubeState) -> tuple[int, dict[str, Any]]:
@@ -347,6 +481,11 @@ class FakeKubeAPI:
     def requests_snapshot(self) -> list[Recorded]:
         with self.state.lock:
             return list(self.state.requests)
+
+    def reads(self, resource: str | None = None) -> list[Read]:
+        """Every list and watch of ``resource`` (all when ``None``), in order, as the server read it."""
+        with self.state.lock:
+            return [r for r in self.state.reads if resource in (None, r.resource)]
 
     def wait_for_events(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         end = time.monotonic() + timeout

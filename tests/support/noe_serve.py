@@ -72,10 +72,13 @@ def start_noe(
     ca_file: Path | None,
     timeout: float = 60.0,
     env: dict[str, str] | None = None,
+    *,
+    code: Path = ROOT,
 ) -> NoeProcess:
     """Start ``python -m noe_web serve`` on free 127.0.0.1 ports; retry if a port was taken meanwhile.
 
-    ``env`` adds variables (``NOE_*`` ones included: the rest of the environment's are dropped).
+    ``env`` adds variables (``NOE_*`` ones included: the rest of the environment's are dropped); ``code``
+    is the checkout it runs from (a benchmark's "before" runs an older one).
     """
     extra_env = dict(env or {})
     last = ""
@@ -87,6 +90,8 @@ def start_noe(
         child_env["HOME"] = str(workdir)  # gunicorn writes nothing there, and neither do we
         child_env.pop("XDG_RUNTIME_DIR", None)
         child_env.update(extra_env)
+        if code != ROOT:
+            child_env["PYTHONPATH"] = str(code)
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -101,7 +106,7 @@ def start_noe(
             ],
             stdout=out,
             stderr=err,
-            cwd=ROOT,
+            cwd=code,
             env=child_env,
         )
         noe = NoeProcess(proc, port, metrics_port, ca_file or Path("/nonexistent"), out_path, err_path, [out, err])

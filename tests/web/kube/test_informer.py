@@ -1,10 +1,12 @@
-"""The informer against the HTTPS stand-in cluster: paginated list, watch, bookmarks, 410 Gone, reconnects."""
+"""The informer against the HTTPS stand-in cluster: paginated list, watch, bookmarks, 410 Gone, reconnects;
+which read each list is (watch cache, not older than, consistent, streamed); a relist in place."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.informer import BACKOFF_START, Informer, Key
 from tests.support.certs import CA, make_ca
 from tests.support.fake_cluster import FakeCluster, start_fake_cluster
+from tests.support.fake_kube_api import CACHE, CONSISTENT, CONTINUE, NOT_OLDER, STREAM, WATCH
 
 TOKEN = "informer-token"
 Change = tuple[Key, dict[str, Any] | None, dict[str, Any] | None]
@@ -54,7 +57,9 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
 class Running:
     """An informer on /api/v1/pods, and everything it reported."""
 
-    def __init__(self, cluster: FakeCluster, tmp_path: Path, *, page_size: int = 500) -> None:
+    def __init__(
+        self, cluster: FakeCluster, tmp_path: Path, *, page_size: int = 500, slim: Any = slim, **options: Any
+    ) -> None:
         self.kube = KubeClient(load_kubeconfig(cluster.api.write_kubeconfig(tmp_path / "kc", token=TOKEN)))
         self.changes: list[Change] = []
         self.restarts: list[tuple[str, float]] = []
@@ -67,6 +72,7 @@ class Running:
             on_restart=lambda reason: self.restarts.append((reason, time.monotonic())),
             page_size=page_size,
             watch_seconds=60,
+            **options,
         )
 
     def _changed(self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -74,6 +80,7 @@ class Running:
             self.changes.append((key, old, new))
 
     def since(self, count: int) -> list[Change]:
+        """The changes reported after the first ``count``."""
         with self._lock:
             return self.changes[count:]
 
@@ -240,3 +247,169 @@ def test_stop_ends_the_informer_thread(cluster: FakeCluster, tmp_path: Path) -> 
     thread.join(5)  # the next bookmark wakes it
     assert not thread.is_alive()
     running.kube.close()
+
+
+# --- which read each list is ----------------------------------------------------------------------
+
+
+def reads(cluster: FakeCluster) -> list[tuple[str, int]]:
+    """Each list and watch of pods: (kind of read, status)."""
+    return [(r.kind, r.status) for r in cluster.api.reads("pods")]
+
+
+def expire(cluster: FakeCluster, running: Running, change: Callable[[], None] = lambda: None) -> None:
+    """Break the informer's watch, ``change`` the cluster meanwhile, and compact its history: it must list again."""
+    lists_before = running.informer.lists
+    with cluster.watches_held():
+        assert cluster.wait(lambda: "ended" in running.reasons(), 5)
+        change()
+        cluster.compact()
+    assert cluster.wait(lambda: running.informer.lists == lists_before + 1, 10), "no relist"
+
+
+def test_the_first_list_is_read_from_the_watch_cache_and_the_relist_after_410_not_older_than_the_last_version(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    cluster.add("pods", a_pod("a"))
+    running = run()
+    watching(cluster, running)
+    last_seen = running.informer.resource_version
+    expire(cluster, running, lambda: cluster.add("pods", a_pod("b")))
+    pod_reads = cluster.api.reads("pods")
+    listed = [r for r in pod_reads if r.kind != WATCH]
+    assert [(r.kind, r.status) for r in listed] == [(CACHE, 200), (NOT_OLDER, 200)]
+    assert listed[0].query["resourceVersion"] == "0"
+    assert listed[1].query["resourceVersion"] == last_seen  # never back in time
+    assert listed[1].query["resourceVersionMatch"] == "NotOlderThan"
+    assert sorted(running.informer.key_list()) == [("apps", "a"), ("apps", "b")]
+    assert running.informer.last_read == NOT_OLDER
+
+
+def test_a_watch_cache_that_ignores_limit_answers_at_once_and_the_relist_asks_for_no_pages(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    cluster.state.cache_ignores_limit = True  # an API server before 1.33
+    for index in range(1100):
+        cluster.add("pods", a_pod(f"p-{index:04d}"))
+    running = run()
+    assert len(running.informer) == 1100 and len(lists(cluster)) == 1  # one answer, read item by item
+    assert not running.informer.paginated
+    watching(cluster, running)
+    expire(cluster, running, lambda: cluster.delete("pods", "apps", "p-0007"))
+    relist = [r for r in cluster.api.reads("pods") if r.kind == NOT_OLDER]
+    assert len(relist) == 1 and "limit" not in relist[0].query  # with a limit, an old server would ask etcd
+    assert len(running.informer) == 1099 and running.informer.get(("apps", "p-0007")) is None
+
+
+def test_a_paged_watch_cache_list_reads_every_page_from_one_snapshot(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    for index in range(25):
+        cluster.add("pods", a_pod(f"p-{index:02d}"))
+    pages: list[str] = []
+    original = cluster.api.server.RequestHandlerClass._list  # type: ignore[attr-defined]
+
+    def list_and_change(handler: Any, kind: str, query: dict[str, str], namespace: str = "") -> None:
+        original(handler, kind, query, namespace)
+        if kind == "pods" and len(pages) < 2:
+            pages.append(query.get("continue", ""))
+            cluster.add("pods", a_pod(f"z-during-{len(pages)}"))  # written while the list is being read
+
+    cluster.api.server.RequestHandlerClass._list = list_and_change  # type: ignore[attr-defined]
+    try:
+        running = run(page_size=10)
+    finally:
+        cluster.api.server.RequestHandlerClass._list = original  # type: ignore[attr-defined]
+    assert [r.kind for r in cluster.api.reads("pods")][:3] == [CACHE, CONTINUE, CONTINUE]
+    assert len([k for k in running.informer.key_list() if k[1].startswith("p-")]) == 25
+    # the pods written during the list are not in it (its snapshot is older) but reach the cache by the watch
+    assert cluster.wait(lambda: running.informer.get(("apps", "z-during-2")), 5)
+
+
+def test_a_relist_the_server_cannot_serve_at_that_version_falls_back_to_a_consistent_read(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    cluster.state.too_old_lists = True
+    cluster.add("pods", a_pod("a"))
+    running = run()
+    watching(cluster, running)
+    expire(cluster, running, lambda: cluster.add("pods", a_pod("b")))
+    assert [k for k in reads(cluster) if k[0] != WATCH] == [(CACHE, 200), (NOT_OLDER, 410), (CONSISTENT, 200)]
+    assert running.informer.last_read == CONSISTENT
+    assert sorted(running.informer.key_list()) == [("apps", "a"), ("apps", "b")]
+
+
+def test_a_consistent_informer_never_reads_the_watch_cache(cluster: FakeCluster, run: Callable[..., Running]) -> None:
+    cluster.add("pods", a_pod("a"))
+    running = run(consistent=True)
+    watching(cluster, running)
+    expire(cluster, running, lambda: cluster.add("pods", a_pod("b")))
+    assert [k for k in reads(cluster) if k[0] != WATCH] == [(CONSISTENT, 200), (CONSISTENT, 200)]
+    assert all("resourceVersion" not in r.query for r in cluster.api.reads("pods") if r.kind == CONSISTENT)
+
+
+def test_a_streaming_list_where_the_server_offers_it_then_the_same_watch_goes_on(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    cluster.state.watch_list = True
+    for index in range(30):
+        cluster.add("pods", a_pod(f"p-{index:02d}"))
+    running = run(streaming=True)
+    assert len(running.informer) == 30 and running.informer.last_read == STREAM
+    assert lists(cluster) == []  # no list request at all
+    first = cluster.api.reads("pods")[0]
+    assert (first.kind, first.status) == (STREAM, 200)
+    assert first.query["sendInitialEvents"] == "true" and first.query["resourceVersionMatch"] == "NotOlderThan"
+    assert first.query.get("resourceVersion", "") == ""  # the newest state (consistent), from the watch cache
+    count = len(running.changes)
+    cluster.add("pods", a_pod("later"))
+    assert cluster.wait(lambda: running.since(count), 5) == [(("apps", "later"), None, slim(a_pod("later")))]
+    assert len(cluster.api.reads("pods")) == 1  # the same stream carried the change
+    watching(cluster, running)
+    last_seen = running.informer.resource_version
+    expire(cluster, running, lambda: cluster.delete("pods", "apps", "p-03"))
+    again = [r for r in cluster.api.reads("pods") if r.kind == STREAM][-1]
+    assert again.query["resourceVersion"] == last_seen and again.query["resourceVersionMatch"] == "NotOlderThan"
+    assert running.informer.get(("apps", "p-03")) is None and len(running.informer) == 30
+    assert (("apps", "p-03"), slim(a_pod("p-03")), None) in running.since(count)
+
+
+def test_a_streaming_list_refused_by_the_server_falls_back_to_lists_from_the_watch_cache(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    cluster.add("pods", a_pod("a"))
+    running = run(streaming=True)  # the stand-in's WatchList gate is off
+    assert running.informer.stream_refused and running.informer.last_read == CACHE
+    assert reads(cluster)[:2] == [(STREAM, 422), (CACHE, 200)]
+    assert cluster.wait(lambda: (WATCH, 200) in reads(cluster), 5)
+    assert running.reasons() == []  # a refused stream is no watch restart
+
+
+def test_a_relist_applies_in_place_and_holds_no_second_copy_of_the_cache(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    """Peak memory during a relist stays well below a second copy of the cache (tracemalloc, not timed)."""
+    pods = 1500
+    for index in range(pods):
+        pod = a_pod(f"p-{index:04d}", app="web", team=f"t{index % 9}")
+        pod["spec"]["containers"][0]["env"] = [{"name": f"V{k}", "value": f"{index}-{k}" * 8} for k in range(12)]
+        cluster.add("pods", pod)
+
+    def keep_spec(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": slim(obj)["metadata"], "spec": obj.get("spec")}  # a cache that holds something
+
+    tracemalloc.start()
+    try:
+        empty = tracemalloc.get_traced_memory()[0]
+        running = run(page_size=50, slim=keep_spec)
+        watching(cluster, running)
+        steady = tracemalloc.get_traced_memory()[0]
+        cache = steady - empty
+        tracemalloc.reset_peak()
+        expire(cluster, running, lambda: cluster.update("pods", "apps", "p-0001", lambda p: p["spec"].update(x=1)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(running.informer) == pods and running.informer.get(("apps", "p-0001"))["spec"]["x"] == 1  # type: ignore[index]
+    assert cache > 1_000_000, cache  # the cache is what the measure is about
+    assert peak - steady < cache * 0.4, (peak - steady, cache)  # a second copy would be at least ``cache``
