@@ -1,9 +1,11 @@
-"""The flags of ``noe serve`` and ``noe certs``, declared once (see :mod:`noe_core.cli.flags`).
+"""The flags of ``noe serve``, ``noe certs``, ``noe report`` and ``noe cache``, declared once (see
+:mod:`noe_core.cli.flags`).
 
 ``noe serve`` also takes the policy and registry flags declared there;
-``--kubeconfig`` is shared by both commands here. Bounds follow what the
-service can honour: the API server waits at most 30 s for a webhook, and it
-sends objects of at most 3 MiB.
+``--kubeconfig`` and ``--context`` (:data:`KUBE_API_FLAGS`) are shared by every
+command that reads a cluster, with kubectl's meaning (:mod:`noe_web.kube.config`).
+Bounds follow what the service can honour: the API server waits at most 30 s
+for a webhook, and it sends objects of at most 3 MiB.
 """
 
 from __future__ import annotations
@@ -63,8 +65,30 @@ class HostPort:
 KUBECONFIG = Flag(
     "--kubeconfig",
     ExistingFile(),
-    help="kubeconfig for the Kubernetes API; default: the in-cluster service account (serve: or no API access)",
+    help="kubeconfig file for the Kubernetes API, read alone as kubectl reads it; default: the files $KUBECONFIG "
+    "lists, merged as kubectl merges them (report: else ~/.kube/config), else the in-cluster service account "
+    "(serve: else no API access)",
 )
+CONTEXT = Flag(
+    "--context",
+    Line(1024, "NAME"),
+    default="",
+    help="the kubeconfig context to use, as kubectl's --context (empty: the kubeconfig's current-context)",
+)
+KUBE_API_FLAGS = (KUBECONFIG, CONTEXT)
+"""Where the Kubernetes API is: every command that reads a cluster takes both."""
+NAMESPACE = Flag(
+    "--namespace",
+    DnsName(allow_empty=True, metavar="NS"),
+    short="-n",
+    env=False,
+    default="",
+    help="the namespace to act in, as kubectl's -n (empty: the kubeconfig context's namespace, else default; "
+    "in a pod, its own)",
+)
+"""kubectl's ``-n`` for a command that acts in one namespace; the default is :attr:`ApiConfig.namespace
+<noe_web.kube.config.ApiConfig.namespace>`. ``noe report -n`` is :data:`REPORT_NAMESPACE`: it reads every
+namespace unless told one, as ``kubectl get -A``."""
 NOE_NAMESPACE = Flag(
     "--noe-namespace",
     DnsName(allow_empty=True, metavar="NS"),
@@ -223,7 +247,7 @@ SERVE_FLAGS = (
     WORKERS,
     THREADS,
     GRACEFUL_TIMEOUT,
-    KUBECONFIG,
+    *KUBE_API_FLAGS,
     NOE_NAMESPACE,
     ADMISSION_DEADLINE,
     ON_LOOKUP_FAILURE,
@@ -367,7 +391,7 @@ CERTS_FLAGS = (
     CA_VALIDITY_DAYS,
     RENEW_BEFORE_DAYS,
     FORCE,
-    KUBECONFIG,
+    *KUBE_API_FLAGS,
 )
 
 

@@ -1,6 +1,6 @@
 """The flags of ``noe controller`` that ``noe serve`` does not have, declared once (see noe_core.cli.flags).
 
-The policy and registry flags, ``--kubeconfig``, ``--image-platforms``,
+The policy and registry flags, ``--kubeconfig``, ``--context``, ``--image-platforms``,
 ``--pull-secret-cache-ttl``, ``--pull-secrets-hint``, ``--metrics-addr``, ``--log-level``, ``--log-format`` and
 ``--lookup-timeout`` are the very declarations ``noe serve`` and ``noe mutate``
 use, so both processes read the same names, variables and defaults.
@@ -14,7 +14,7 @@ from noe_core.cli.parser import Flag
 from noe_core.cli.values import Boolean, DnsName, Duration
 from noe_web.commands.flags import (
     IMAGE_PLATFORMS,
-    KUBECONFIG,
+    KUBE_API_FLAGS,
     LOG_FORMAT,
     LOG_LEVEL_FLAG,
     MAX_CACHED_IMAGES,
@@ -87,7 +87,7 @@ POLICY_REPORT_INTERVAL = Flag(
 )
 
 CONTROLLER_FLAGS = (
-    KUBECONFIG,
+    *KUBE_API_FLAGS,
     NOE_NAMESPACE,
     LEADER_ELECT,
     LEADER_ELECTION_NAMESPACE,
