@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Release one version of noe: the multi-platform image and the Helm chart, both
-# as OCI artifacts in one registry, and the SBOMs beside them.
+# as OCI artifacts in one registry, the SBOMs beside them, and the kubectl plugin.
 #
 #   deploy/release.sh --registry REGISTRY[/PATH] [--platform LIST] [--base IMAGE]
 #                     [--source URL] [--tls-verify=false] [--plain-http] [--output DIR]
+#                     [--release-url URL]
 #
+# 0. deploy/plugin/build_zipapp.py builds kubectl noe as one file (kubectl-noe.pyz,
+#    and kubectl-noe, executable), its krew archive kubectl-noe-VERSION.tar.gz and
+#    the krew manifest krew/noe.yaml, whose archive URL is under --release-url URL
+#    (default: the GitHub release of VERSION); first, since it needs no registry.
+#    Python is $PYTHON, else python3 (with pip: it downloads the pinned wheels).
 # 1. deploy/image/build.sh builds every platform (default linux/amd64,linux/arm64)
 #    into one OCI index and pushes it to REGISTRY/PATH/noe:VERSION.
 # 2. The chart is packaged with its default image pinned to what was just pushed
@@ -17,8 +23,9 @@
 # credential files of their own that are removed at the end. --tls-verify=false
 # skips certificate checks; --plain-http speaks HTTP to the registry (a local
 # one). helm is $HELM, else `helm` on PATH. DIR (default build/release) gets the
-# chart package, each platform's SBOM (noe-VERSION-OS-ARCH.sbom.cdx.json) and
-# release.txt (image reference, index digest, chart reference).
+# chart package, each platform's SBOM (noe-VERSION-OS-ARCH.sbom.cdx.json), the
+# plugin's files and release.txt (image reference, index digest, chart
+# reference, the plugin archive's and single file's sha256, the krew manifest).
 set -euo pipefail
 
 die() { echo "release.sh: $*" >&2; exit 2; }
@@ -27,11 +34,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 registry="" platform="linux/amd64,linux/arm64" base="" source="" tls_verify="" plain_http="" output=""
+release_url=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --registry|--platform|--base|--source|--output)
             [ $# -ge 2 ] || die "$1 needs a value"
             declare "${1#--}=$2"; shift 2 ;;
+        --release-url)
+            [ $# -ge 2 ] || die "$1 needs a value"
+            release_url="$2"; shift 2 ;;
         --tls-verify=true|--tls-verify=false) tls_verify="${1#--tls-verify=}"; shift ;;
         --plain-http) plain_http=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -55,6 +66,16 @@ output="${output:-$root/build/release}"
 mkdir -p "$output"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+
+# 0. The kubectl plugin: one file, its krew archive and manifest (no registry needed, so first).
+plugin=("${PYTHON:-python3}" deploy/plugin/build_zipapp.py --output "$output")
+[ -z "$release_url" ] || plugin+=(--release-url "$release_url")
+plugin_log="$("${plugin[@]}")" || die "deploy/plugin/build_zipapp.py failed (above)"
+plugin_archive="$output/kubectl-noe-$version.tar.gz"
+[ -f "$plugin_archive" ] && [ -f "$output/kubectl-noe.pyz" ] && [ -f "$output/krew/noe.yaml" ] \
+    || die "build_zipapp.py did not write $plugin_archive, kubectl-noe.pyz and krew/noe.yaml"
+plugin_sum="$(printf '%s\n' "$plugin_log" | sed -n 's/^archive .* \(sha256:[0-9a-f]*\)$/\1/p')"
+pyz_sum="$(printf '%s\n' "$plugin_log" | sed -n 's/^pyz .* \(sha256:[0-9a-f]*\) .*$/\1/p')"
 
 helm_tls=()
 [ -z "$plain_http" ] || helm_tls+=(--plain-http)
@@ -97,6 +118,10 @@ package="$output/noe-$version.tgz"
 [ -f "$package" ] || die "helm package did not write $package"
 "$helm" push "${helm_tls[@]}" "$package" "oci://$registry/charts" >&2
 
-printf 'image %s@%s\nchart oci://%s/charts/noe %s\n' "$image" "$digest" "$registry" "$version" > "$output/release.txt"
+{
+    printf 'image %s@%s\nchart oci://%s/charts/noe %s\n' "$image" "$digest" "$registry" "$version"
+    printf 'plugin %s %s\npyz kubectl-noe.pyz %s\nkrew krew/noe.yaml\n' \
+        "$(basename "$plugin_archive")" "$plugin_sum" "$pyz_sum"
+} > "$output/release.txt"
 echo "release.sh: released noe $version: image $image@$digest, chart oci://$registry/charts/noe --version $version" >&2
 cat "$output/release.txt"

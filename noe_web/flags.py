@@ -63,8 +63,30 @@ class HostPort:
 KUBECONFIG = Flag(
     "--kubeconfig",
     ExistingFile(),
-    help="kubeconfig for the Kubernetes API; default: the in-cluster service account (serve: or no API access)",
+    help="kubeconfig file for the Kubernetes API, read alone as kubectl reads it; default: the files $KUBECONFIG "
+    "lists, merged as kubectl merges them (report: else ~/.kube/config), else the in-cluster service account "
+    "(serve: else no API access)",
 )
+CONTEXT = Flag(
+    "--context",
+    Line(1024, "NAME"),
+    default="",
+    help="the kubeconfig context to use, as kubectl's --context (empty: the kubeconfig's current-context)",
+)
+KUBE_API_FLAGS = (KUBECONFIG, CONTEXT)
+"""Where the Kubernetes API is: every command that reads a cluster takes both."""
+NAMESPACE = Flag(
+    "--namespace",
+    DnsName(allow_empty=True, metavar="NS"),
+    short="-n",
+    env=False,
+    default="",
+    help="the namespace to act in, as kubectl's -n (empty: the kubeconfig context's namespace, else default; "
+    "in a pod, its own)",
+)
+"""kubectl's ``-n`` for a command that acts in one namespace; the default is :attr:`ApiConfig.namespace
+<noe_web.kube.config.ApiConfig.namespace>`. ``noe report -n`` is its own flag: it reads every namespace unless
+told one, as ``kubectl get -A``."""
 NOE_NAMESPACE = Flag(
     "--noe-namespace",
     DnsName(allow_empty=True, metavar="NS"),

@@ -51,16 +51,16 @@ class _VersionAction(argparse.Action):
 SubcommandAdder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 
-def build_parser(extra: Sequence[SubcommandAdder] = ()) -> argparse.ArgumentParser:
+def build_parser(extra: Sequence[SubcommandAdder] = (), *, prog: str = "noe") -> argparse.ArgumentParser:
     """The ``noe`` parser with ``mutate``, ``inspect`` and ``policy``, plus the ``extra`` subcommands and
-    ``completion``."""
+    ``completion``; ``prog`` is the name usage and help give it (``kubectl noe`` for the kubectl plugin)."""
     from noe_core.cli.completion import add_completion_parser  # noqa: PLC0415
     from noe_core.cli.inspect import add_inspect_parser  # noqa: PLC0415
     from noe_core.cli.mutate import add_mutate_parser  # noqa: PLC0415
     from noe_core.cli.policy import add_policy_parser  # noqa: PLC0415
 
     parser = NoeArgumentParser(
-        prog="noe",
+        prog=prog,
         description="Place Kubernetes pods on nodes whose CPU architecture every image supports.",
     )
     parser.add_argument("--version", action=_VersionAction, help="print noe's version and exit")

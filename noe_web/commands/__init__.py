@@ -11,6 +11,7 @@ packages, ``controller`` (:mod:`noe_web.controller`) and ``report``
 * :mod:`.noe_compat` — the Go Noe's command line read as ``serve``'s
 * :mod:`.certs` — ``noe certs``: CA and serving certificate, TLS Secret, webhook ``caBundle``
 * :mod:`.cache` — the node's registry cache as ``serve`` opens it, and ``noe cache``
+* :mod:`.kubectl` — ``kubectl-noe``: the same command as the kubectl plugin ``kubectl noe``
 
 The web subcommands import Flask, gunicorn and cryptography only when they
 run, so ``noe mutate`` and ``noe inspect`` stay fast and work without the
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from noe_core.cli import SubcommandAdder, run
 from noe_core.cli import build_parser as build_core_parser
@@ -48,8 +49,8 @@ def _missing_extra(missing: str) -> int:
     return 2
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``noe`` parser; the Helm chart's arguments are tested against it."""
+def build_parser(prog: str = "noe") -> argparse.ArgumentParser:
+    """The full ``noe`` parser; the Helm chart's arguments are tested against it. ``prog``: the name in usage."""
     from noe_web.commands.cache import add_cache_parser  # noqa: PLC0415
     from noe_web.commands.serve import add_serve_parser  # noqa: PLC0415
     from noe_web.controller.command import add_controller_parser  # noqa: PLC0415
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         add_certs = _needs_web_extra("certs", exc.name)
     parser = build_core_parser(
-        extra=(add_serve_parser, add_controller_parser, add_certs, add_report_parser, add_cache_parser)
+        extra=(add_serve_parser, add_controller_parser, add_certs, add_report_parser, add_cache_parser), prog=prog
     )
     parser.epilog = "Without a COMMAND, the arguments are serve's, as the Go Noe's image runs it."
     return parser
@@ -76,12 +77,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from noe_core.cli.options import go_style_argv  # noqa: PLC0415
     from noe_web.commands.noe_compat import NOTES, noe_style_argv  # noqa: PLC0415
 
-    try:
+    def command() -> int:
         parser = build_parser()
         args, notes = noe_style_argv(go_style_argv(list(sys.argv[1:] if argv is None else argv), parser), parser)
         if notes:
             parser.set_defaults(**{NOTES: notes})
         return run(args, parser)
+
+    return run_guarded(command)
+
+
+def run_guarded(command: Callable[[], int]) -> int:
+    """Run ``command``; a module of the web extra that is missing is one line saying what to install, exit 2."""
+    try:
+        return command()
     except ModuleNotFoundError as exc:
         if exc.name not in WEB_EXTRA_MODULES:
             raise

@@ -393,9 +393,9 @@ def run_certs(
         say("no namespace: give --namespace (or run in a pod)")
         return 2
     try:
-        config = discover(require(ns, KUBECONFIG))
+        config = discover(require(ns, KUBECONFIG), context=ns.context or None)
         if config is None:
-            say("no Kubernetes API: give --kubeconfig or run in a pod with a service account")
+            say("no Kubernetes API: give --kubeconfig, set $KUBECONFIG, or run in a pod with a service account")
             return 2
         api = client_factory(config)
         try:

@@ -78,6 +78,8 @@ class ServeConfig:
     """From the standard ``OTEL_*`` variables (noe has no tracing flag)."""
     noe_namespace: str = ""
     """Where ``noe-learned-platforms`` lives (empty: the service account's namespace, else ``default``)."""
+    context: str = ""
+    """``--context``: the kubeconfig context (empty: its current-context)."""
 
     @property
     def bind(self) -> str:
@@ -114,7 +116,7 @@ class ServeConfig:
         if kubeconfig is not None:
             from noe_web.kube.config import load_kubeconfig  # noqa: PLC0415
 
-            load_kubeconfig(kubeconfig)
+            load_kubeconfig(kubeconfig, ns.context or None)
         policy = policy_settings_from_args(ns)
         registry = registry_settings_from_args(ns)
         node_keychain = node_keychain_from_args(ns)
@@ -163,6 +165,7 @@ class ServeConfig:
             policy_documents=documents,
             tracing=read_tracing(os.environ),
             noe_namespace=ns.noe_namespace,
+            context=ns.context,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -178,6 +181,7 @@ class ServeConfig:
             "on_lookup_failure": self.on_lookup_failure,
             "image_platforms": str(self.image_platforms) if self.image_platforms else None,
             "kubeconfig": str(self.kubeconfig) if self.kubeconfig else None,
+            "context": self.context or None,
             "pull_secret_cache_ttl": self.pull_secret_cache_ttl,
             "pull_secrets_hint": self.pull_secrets_hint,
             "event_queue_size": self.event_queue_size,

@@ -23,7 +23,7 @@ from noe_core.cli.values import (
 )
 from noe_web.flags import (
     CACHE_DIR,
-    KUBECONFIG,
+    KUBE_API_FLAGS,
     LOG_FORMAT,
     LOG_LEVEL_FLAG,
     MAX_CACHED_IMAGES,
@@ -103,7 +103,7 @@ SERVE_FLAGS = (
     WORKERS,
     THREADS,
     GRACEFUL_TIMEOUT,
-    KUBECONFIG,
+    *KUBE_API_FLAGS,
     NOE_NAMESPACE,
     ADMISSION_DEADLINE,
     ON_LOOKUP_FAILURE,
@@ -247,5 +247,5 @@ CERTS_FLAGS = (
     CA_VALIDITY_DAYS,
     RENEW_BEFORE_DAYS,
     FORCE,
-    KUBECONFIG,
+    *KUBE_API_FLAGS,
 )

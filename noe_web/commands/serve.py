@@ -5,7 +5,8 @@ Start-up order, in the master process:
 1. flags → :class:`~noe_web.commands.config.ServeConfig` (an invalid one: one line, exit 2);
 2. TLS: the given pair, ``--cert-dir``'s ``tls.crt``/``tls.key``, or a
    self-signed CA and localhost certificate in ``--state-dir`` (printed);
-3. Kubernetes API: ``--kubeconfig``, in-cluster, or none (said once);
+3. Kubernetes API: ``--kubeconfig``, else ``$KUBECONFIG``'s files merged (``--context`` picks the
+   context), else in-cluster, else none (said once) — never ``~/.kube/config``;
 4. metrics: an empty ``PROMETHEUS_MULTIPROC_DIR`` set *before*
    ``prometheus_client`` is imported, and the ``/metrics`` server;
 5. one JSON start-up line, then gunicorn forks the workers, each of which
@@ -195,7 +196,7 @@ def run_serve(ns: argparse.Namespace) -> int:
     configure_logging(config.log_level, config.log_format)
     if api is None:
         log.warning(
-            "no Kubernetes API access (no --kubeconfig, not in a cluster): "
+            "no Kubernetes API access (no --kubeconfig, no $KUBECONFIG, not in a cluster): "
             "imagePullSecrets are not read, no Events are written and no placement policy is watched"
         )
     if config.policy_documents is not None:
@@ -310,7 +311,7 @@ def _tls(config: ServeConfig) -> tuple[Path, Path, Path | None, bool]:
 def _api(config: ServeConfig) -> Any:
     from noe_web.kube.config import build_ssl_context, discover  # noqa: PLC0415
 
-    api = discover(config.kubeconfig)
+    api = discover(config.kubeconfig, context=config.context or None)
     if api is not None:
         build_ssl_context(api)  # a CA or client certificate that does not load stops start-up, not each worker
     return api

@@ -82,6 +82,8 @@ class ControllerConfig:
     policy_report_interval: float = 60.0
     shared_cache: Any = None  # noe_web.registry_cache.SharedCacheConfig | None
     noe_namespace: str = "default"
+    context: str = ""
+    """``--context``: the kubeconfig context (empty: its current-context)."""
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> ControllerConfig:
@@ -119,6 +121,7 @@ class ControllerConfig:
             registry=sized(registry_settings_from_args(ns), ns),
             node_keychain=node_keychain_from_args(ns),
             kubeconfig=require(ns, KUBECONFIG),
+            context=ns.context,
             image_platforms=platforms,
             leader_elect=ns.leader_elect,
             lease_namespace=ns.leader_election_namespace or own_namespace(),
@@ -331,9 +334,11 @@ def run_controller(ns: argparse.Namespace) -> int:
     configure_logging(ns.log_level, ns.log_format)
     try:
         config = ControllerConfig.from_args(ns)
-        api = discover(config.kubeconfig)
+        api = discover(config.kubeconfig, context=config.context or None)
         if api is None:
-            raise InvalidSettings("no Kubernetes API: give --kubeconfig, or run in a pod with a service account")
+            raise InvalidSettings(
+                "no Kubernetes API: give --kubeconfig, set $KUBECONFIG, or run in a pod with a service account"
+            )
         build_ssl_context(api)
     except InvalidSettings as exc:
         print(f"noe controller: {exc}", file=sys.stderr, flush=True)

@@ -13,7 +13,7 @@ from noe_core.cli.flags import IMAGE_PLATFORMS, LOOKUP_TIMEOUT
 from noe_core.cli.parser import Flag
 from noe_core.cli.values import Boolean, DnsName, Duration
 from noe_web.flags import (
-    KUBECONFIG,
+    KUBE_API_FLAGS,
     LOG_FORMAT,
     LOG_LEVEL_FLAG,
     METRICS_ADDR,
@@ -83,7 +83,7 @@ POLICY_REPORT_INTERVAL = Flag(
 )
 
 CONTROLLER_FLAGS = (
-    KUBECONFIG,
+    *KUBE_API_FLAGS,
     NOE_NAMESPACE,
     LEADER_ELECT,
     LEADER_ELECTION_NAMESPACE,

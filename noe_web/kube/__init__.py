@@ -1,6 +1,6 @@
 """The Kubernetes API, as noe uses it; no Flask, no gunicorn.
 
-* :mod:`.config` — kubeconfig or in-cluster service account → :class:`~.config.ApiConfig`
+* :mod:`.config` — kubeconfig files (merged as kubectl merges them) or in-cluster service account → ``ApiConfig``
 * :mod:`.client` — :class:`~.client.KubeClient`: Secrets (cached), Events, lists, watches, any call
 * :mod:`.errors` — one exception type per answer a caller acts on
 * :mod:`.exec_plugin` — kubeconfig ``exec`` credential plugins

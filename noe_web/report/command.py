@@ -1,8 +1,9 @@
 """``noe report``: how much of the cluster could run on each architecture today, and what blocks the rest.
 
-Input: the live cluster through the Kubernetes API (``--kubeconfig``, else
-``$KUBECONFIG`` or ``~/.kube/config``, else the in-cluster service account),
-listing Pods page by page and the ReplicaSets and Jobs that own them; or ``-f
+Input: the live cluster through the Kubernetes API, found as kubectl finds it
+(``--kubeconfig``, else the files of ``$KUBECONFIG`` merged, else ``~/.kube/config``,
+else the in-cluster service account; ``--context`` picks the context), listing
+every namespace's Pods (``-n``: one namespace's) page by page and the ReplicaSets and Jobs that own them; or ``-f
 FILE`` with what ``kubectl get pods -A -o json`` prints (a List, or several
 YAML/JSON documents; ``-`` for standard input). ReplicaSets and Jobs in the file
 are used to find top owners; other kinds are skipped.
@@ -62,7 +63,7 @@ from noe_core.report.build import DEFAULT_ARCHITECTURES, Report, build_report
 from noe_core.report.planner import choose_target, with_plan
 from noe_core.report.pods import PodEntry
 from noe_core.report.pricing import Prices
-from noe_web.flags import KUBECONFIG, NOE_NAMESPACE, SHARED_CACHE_BOUNDED_FLAGS, TARGET
+from noe_web.flags import CONTEXT, KUBECONFIG, NOE_NAMESPACE, SHARED_CACHE_BOUNDED_FLAGS, TARGET
 from noe_web.registry_cache import shared_cache_config
 from noe_web.report.flags import (
     API_TIMEOUT,
@@ -96,7 +97,8 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_flags(
-        parser.add_argument_group("input"), (REPORT_FILENAME, KUBECONFIG, REPORT_NAMESPACE, API_TIMEOUT, NOE_NAMESPACE)
+        parser.add_argument_group("input"),
+        (REPORT_FILENAME, KUBECONFIG, CONTEXT, REPORT_NAMESPACE, API_TIMEOUT, NOE_NAMESPACE),
     )
     add_flags(parser.add_argument_group("images"), (PLATFORMS, LOOKUP_TIMEOUT, CONCURRENCY))
     # the cluster's own (live), or given offline: each pod is decided as the webhook decides it
@@ -183,7 +185,7 @@ def _run(ns: argparse.Namespace, stdin: TextIO, out: TextIO, err: TextIO, enviro
         from noe_web.kube.client import KubeClient  # noqa: PLC0415
         from noe_web.kube.config import discover  # noqa: PLC0415
 
-        config = discover(_kubeconfig(ns, environ), environ)
+        config = discover(require(ns, KUBECONFIG), environ, context=ns.context or None, home=True)
         if config is None:
             raise InvalidSettings("no Kubernetes API: give --kubeconfig, set $KUBECONFIG, or read a file with -f")
         reader = ClusterReader(KubeClient(config, timeout=ns.api_timeout), ns.namespace)
@@ -294,15 +296,3 @@ def _render(report: Report, output: str, top: int) -> str:
         reports = policy_reports(report, report.plan.target, seconds=int(time.time()))
         return "".join("---\n" + dump(doc, "yaml") for doc in reports)
     return dump(report.to_json(), output)
-
-
-def _kubeconfig(ns: argparse.Namespace, environ: Mapping[str, str]) -> Path | None:
-    """``--kubeconfig``, else the first ``$KUBECONFIG`` entry, else ``~/.kube/config`` when it exists."""
-    given = require(ns, KUBECONFIG)
-    if given is not None:
-        return given.expanduser()
-    first = next((p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p), "")
-    if first:
-        return Path(first).expanduser()
-    default = Path(environ.get("HOME") or Path.home()) / ".kube" / "config"
-    return default if default.is_file() else None

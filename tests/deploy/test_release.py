@@ -7,6 +7,8 @@ The release itself (image index, chart, SBOMs in a real registry) runs in tests/
 from __future__ import annotations
 
 import configparser
+import hashlib
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -105,3 +107,52 @@ def test_release_refuses_a_wrong_call_in_one_line(argv: list[str], env: dict[str
     assert proc.returncode == 2
     [line] = proc.stderr.splitlines()
     assert line.startswith(f"release.sh: {message}"), line
+
+
+STUB_BUILD = """#!/bin/sh
+# deploy/image/build.sh stand-in: the version, or the pushed image and digest, without buildah
+case "$1" in --print-version) echo "{version}" ;; *) echo "$4:{version} sha256:{digest}" ;; esac
+"""
+STUB_HELM = """#!/bin/sh
+# helm stand-in: `package DIR --destination OUT` writes the package; `push` succeeds
+if [ "$1" = package ]; then : > "$4/noe-{version}.tgz"; fi
+"""
+
+
+def test_release_ships_the_kubectl_plugin_and_says_its_sums(tmp_path: Path) -> None:
+    """The image and chart steps stubbed (tests/deploy/test_image_release.py runs them for real): the plugin's."""
+    version = setup_cfg_version()
+    clone = fresh_clone(tmp_path / "clone")
+    stub = clone / "deploy" / "image" / "build.sh"
+    stub.write_text(STUB_BUILD.format(version=version, digest="a" * 64))
+    helm = tmp_path / "helm"
+    helm.write_text(STUB_HELM.format(version=version))
+    helm.chmod(0o755)
+    out = tmp_path / "out"
+    args = ["--registry", "r.example/team", "--output", str(out), "--release-url", "https://downloads.example/noe/v1"]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HELM": str(helm), "SOURCE_DATE_EPOCH": "1767225600"}
+    proc = subprocess.run(
+        [str(clone / "deploy" / "release.sh"), *args], capture_output=True, text=True, check=False, timeout=300, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
+    archive = out / f"kubectl-noe-{version}.tar.gz"
+    assert lines["plugin"] == f"{archive.name} sha256:{hashlib.sha256(archive.read_bytes()).hexdigest()}"
+    pyz = out / "kubectl-noe.pyz"
+    assert lines["pyz"] == f"kubectl-noe.pyz sha256:{hashlib.sha256(pyz.read_bytes()).hexdigest()}"
+    assert lines["krew"] == "krew/noe.yaml"
+    assert (out / "kubectl-noe").read_bytes() == pyz.read_bytes()
+    assert lines["image"] == f"r.example/team/noe:{version}@sha256:{'a' * 64}"
+    assert (out / "release.txt").read_text() == proc.stdout
+    manifest = yaml.safe_load((out / "krew" / "noe.yaml").read_text())
+    assert {p["uri"] for p in manifest["spec"]["platforms"]} == {f"https://downloads.example/noe/v1/{archive.name}"}
+
+
+def test_the_release_workflow_attaches_the_plugin() -> None:
+    job = workflow("release.yml")["jobs"]["release"]
+    script = run_steps(job)
+    shipped = ("kubectl-noe ", "kubectl-noe.pyz", "kubectl-noe-*.tar.gz", "krew/noe.yaml")
+    for name in shipped:
+        assert f"build/release/{name}" in script, name
+    env = next(step["env"] for step in job["steps"] if "deploy/release.sh" in step.get("run", ""))
+    assert env["PYTHON"] == "/opt/helm-wheel/bin/python"  # a venv: pip is there to download the wheels

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,9 @@ import zipfile
 from email.parser import Parser
 from pathlib import Path
 
+import pytest
+
+from tests.support.kubectl import kubectl_path, run_kubectl
 from tests.support.paths import ROOT
 
 
@@ -58,3 +62,47 @@ def test_wheel_ships_the_license_and_project_urls(tmp_path: Path) -> None:
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
     assert urls.get("Source", "").startswith("https://github.com/"), urls
     assert "Issues" in urls and "Upstream (Go Noe)" in urls
+
+
+@pytest.mark.kubectl
+def test_the_wheel_installs_kubectl_noe_that_kubectl_runs(tmp_path: Path) -> None:
+    """pip writes a ``kubectl-noe`` console script next to ``noe``; kubectl finds it on PATH and runs it."""
+    source = _tracked_copy(tmp_path / "src")
+    target = tmp_path / "site"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-compile",
+            "-q",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    scripts = target / "bin"
+    assert {"noe", "kubectl-noe"} <= {p.name for p in scripts.iterdir()}
+    # The script's interpreter has the dependencies; PYTHONPATH puts the installed package before any other noe.
+    env = {"PYTHONPATH": str(target)}
+    kubectl = kubectl_path("path")
+    listed = run_kubectl(kubectl, ["plugin", "list"], plugins=scripts, home=tmp_path, env=env)
+    assert str(scripts / "kubectl-noe") in listed.stdout.splitlines(), listed.stdout + listed.stderr
+    shown = run_kubectl(kubectl, ["noe", "report", "--help"], plugins=scripts, home=tmp_path, env=env)
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: kubectl noe report"), shown.stderr
+    where = subprocess.run(
+        [str(scripts / "kubectl-noe"), "--version"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert where.returncode == 0 and where.stdout.startswith("noe "), where.stderr

@@ -46,9 +46,9 @@ def start_controller(cluster: FakeCluster, kubeconfig_path: Path, token: str, *a
 
 def spawn_controller(kubeconfig: Path, log: Path, *args: str, code: Path = ROOT) -> subprocess.Popen[bytes]:
     """``python -m noe_web controller`` through ``kubeconfig``, with short leases and ``args`` added, its
-    output in ``log``; no ``NOE_*`` variable of the caller's environment reaches it. ``code``: the checkout
-    it runs from (a benchmark's "before" runs an older one)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_")}
+    output in ``log``; no ``NOE_*`` variable (nor ``KUBECONFIG``) of the caller's environment reaches it.
+    ``code``: the checkout it runs from (a benchmark's "before" runs an older one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOE_") and k != "KUBECONFIG"}
     command = [sys.executable, "-m", "noe_web", "controller", "--kubeconfig", str(kubeconfig)]
     command += ["--metrics-addr", "", "--leader-election-namespace", "noe", *FAST, *args]
     with log.open("wb") as out:  # the child keeps its own descriptor

@@ -86,7 +86,10 @@ def start_noe(
         port, metrics_port = free_port(), free_port()
         out_path, err_path = workdir / f"out-{attempt}.log", workdir / f"err-{attempt}.log"
         out, err = out_path.open("wb"), err_path.open("wb")
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith(("NOE_", "PROMETHEUS_"))}
+        # no KUBECONFIG either: serve honours it as kubectl does, and a test's cluster is the one it gives
+        child_env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("NOE_", "PROMETHEUS_")) and k != "KUBECONFIG"
+        }
         child_env["HOME"] = str(workdir)  # gunicorn writes nothing there, and neither do we
         child_env.pop("XDG_RUNTIME_DIR", None)
         child_env.update(extra_env)

@@ -12,6 +12,7 @@
     promtool          (Debian ``prometheus``: checks and unit-tests the chart's alerts and dashboard queries)
     zsh, fish         (Debian ``zsh``, ``fish``: syntax-check ``noe completion zsh|fish``)
     redis-server      (Debian ``redis-server``: the cache shared by replicas, ``--cache-url``)
+    kubectl           (Debian ``kubernetes-client``: runs ``kubectl noe``, the plugin, and reads kubeconfigs to compare)
 
 Does nothing, quickly, when all are on PATH. Otherwise runs ``apt-get update`` and
 ``apt-get install -y --no-install-recommends`` for the missing packages; exits 1 with a
@@ -42,6 +43,7 @@ PROGRAMS = {
     "zsh": "zsh",
     "fish": "fish",
     "redis-server": "redis-server",
+    "kubectl": "kubernetes-client",
 }
 
 _SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/usr/sbin"])

@@ -183,7 +183,7 @@ def test_certificate_authority_that_is_not_pem_stops_start_up(api: FakeKubeAPI, 
     with pytest.raises(InvalidSettings, match="certificate authority is not a PEM certificate"):
         _client(path)
     with pytest.raises(InvalidSettings, match="certificate authority"):
-        serve._api(SimpleNamespace(kubeconfig=path))  # type: ignore[arg-type]
+        serve._api(SimpleNamespace(kubeconfig=path, context=""))  # type: ignore[arg-type]
 
 
 def test_missing_and_forbidden_secrets(api: FakeKubeAPI, tmp_path: Path) -> None:
