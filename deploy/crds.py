@@ -209,6 +209,13 @@ def spec_schema(cluster: bool) -> dict[str, Any]:
             "description": "When image lookups fail temporarily: allow the pod unplaced, or gate it for noe "
             "controller (overrides --on-lookup-failure).",
         },
+        "fallbackArchitecture": {
+            **architecture(
+                "When an image cannot be inspected, require this architecture if every image that was inspected "
+                "offers it (rule 13a; overrides --fallback-arch); \"\" switches a flag's fallback off."
+            ),
+            "enum": [*ARCHITECTURE_NAMES, ""],
+        },
         "matchNodeLabels": {
             "type": "array",
             "maxItems": MAX_LABEL_KEYS,

@@ -121,6 +121,14 @@ LEARNED = Flag(
     "architectures exec format errors disproved, left out as in the cluster",
 )
 
+FALLBACK_ARCH = Flag(
+    "--fallback-arch",
+    Architecture(allow_empty=True),
+    default="",
+    help="when an image cannot be inspected, require this architecture if every inspected image offers it "
+    "(rule 13a; at admission, and when noe controller lets a gated pod go); empty: none",
+)
+
 POLICY_FLAGS = (
     PREFERRED_ARCH,
     CLUSTER_SCHEDULABLE_ARCHS,
@@ -131,6 +139,7 @@ POLICY_FLAGS = (
     PREFERENCE_MODE,
     PREFERRED_ARCH_WEIGHT,
     X86_64_LEVELS_FLAG,
+    FALLBACK_ARCH,
 )
 
 # --- registry access (shared by noe serve, noe mutate and noe inspect) ------------------------------------

@@ -213,6 +213,7 @@ def explain_settings(merged: MergedSettings, namespace: str) -> dict[str, Any]:
         "schedulableArchitectures": _schedulable(settings),
         "strict": namespace in settings.strict_namespaces,
         "onLookupFailure": settings.on_lookup_failure,
+        "fallbackArchitecture": settings.fallback_arch,
         "matchNodeLabels": list(settings.match_node_labels),
         "architectureTolerations": [{"architecture": t.arch, **t.to_toleration()} for t in settings.arch_tolerations],
         "imagePlatforms": _declared_images(merged),

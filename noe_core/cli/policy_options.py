@@ -30,4 +30,5 @@ def policy_settings_from_args(ns: argparse.Namespace) -> PolicySettings:
         preference_mode=ns.preference_mode,
         preferred_arch_weight=ns.preferred_arch_weight,
         x86_64_levels=ns.x86_64_levels,
+        fallback_arch=ns.fallback_arch,
     ).validate()

@@ -20,12 +20,13 @@ validate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from noe_core.errors import InvalidObject
 from noe_core.util import fields
+from noe_core.util.json_patch import Edits, Operation, copy_json
 
 
 @dataclass(frozen=True)
@@ -124,3 +125,18 @@ def _annotations(value: object) -> Mapping[str, str]:
     if value is None or not isinstance(value, Mapping):
         return {}
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def label_operations(meta: ObjectMeta, key: str, value: str, earlier: Sequence[Operation]) -> tuple[Operation, ...]:
+    """The operations that set the label ``key`` to ``value`` on an object, after the ``earlier`` ones.
+
+    Labels are copied, never replaced whole; when an earlier operation created ``/metadata`` (a pod sent
+    without it), the label is added inside it rather than adding ``/metadata`` a second time.
+    """
+    if meta.labels.get(key) == value:
+        return ()
+    created = any(op.get("path") == "/metadata" for op in earlier)
+    doc = {"labels": copy_json(meta.raw["labels"])} if "labels" in meta.raw and meta.raw["labels"] is not None else {}
+    edits = Edits(doc, "/metadata", present=True if created else meta.state)
+    edits.set(("labels", key), value)
+    return tuple(edits.operations())

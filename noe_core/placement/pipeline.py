@@ -37,14 +37,19 @@ from typing import Literal
 
 from noe_core.image.image_platforms import Inspect, LookupRequest, LookupResult
 from noe_core.image.learned import LearnedPlatforms
+from noe_core.k8s.object_meta import label_operations as set_label
 from noe_core.k8s.workload import Workload
 from noe_core.placement.gate import gate_parts, held_back
 from noe_core.placement.rules import Decision, Label, apply_rules, lookup_images
 from noe_core.placement.session import PlacementSession
 from noe_core.policies.merge import MergedSettings, PolicySource
+from noe_core.policies.objects import GROUP
 from noe_core.policies.rollout import draw_for, label_operations
 from noe_core.policies.settings import PolicySettings
 from noe_core.policies.trail import trail_operations
+
+FALLBACK_LABEL = f"{GROUP}/fallback"
+"""Rule 13a: ``"true"`` on a pod required onto its fallback architecture because an image could not be inspected."""
 
 Stage = Literal["admission", "gate", "running"]
 """Which moment of a pod's life is decided (the module docstring)."""
@@ -145,13 +150,17 @@ class Prepared:
                 warnings.setdefault(note, None)
                 notes.reasons.append(reason)
                 common, arm, nodes, label = None, None, None, "gated"
-        if self.merged.applied:
-            trail = trail_operations(workload, self.merged)
+        fallback = "" if gated else placed.fallback
+        if self.merged.applied or fallback:
+            trail = trail_operations(workload, self.merged, fallback)
             if trail:
                 operations = (*operations, *trail)
-                notes.reasons.append(f"placement policies applied: {self.merged.trail}")
+                if self.merged.applied:
+                    notes.reasons.append(f"placement policies applied: {self.merged.trail}")
         if arm is not None and not gated:  # the rollout group, for noe controller to compare
             operations = (*operations, *label_operations(workload.meta, arm.label, operations))
+        if fallback:  # rule 13a: the pod says it runs on its fallback architecture
+            operations = (*operations, *set_label(workload.meta, FALLBACK_LABEL, "true", operations))
         return Decision(
             True,
             workload.obj,
@@ -167,6 +176,7 @@ class Prepared:
             gated=gated,
             policies=self.merged.names,
             label=label,
+            fallback=fallback,
         )
 
 

@@ -29,6 +29,7 @@ from noe_core.image.platform import normalize_arch_name
 from noe_core.k8s.workload import DAEMON_SET, PLACEMENT_ANNOTATION, POD, Workload, check_nesting, read_workload
 from noe_core.placement.image_reading import (
     Artifact,
+    Reading,
     deny_message,
     note_images,
     read_image,
@@ -99,6 +100,8 @@ class Decision:
     gated: tuple[str, ...] = ()
     policies: tuple[str, ...] = ()
     label: Label | None = None
+    fallback: str = ""
+    """Rule 13a: the architecture the pod was required onto because an image could not be inspected."""
     """How the admission is counted: ``denied``, ``gated``, ``skipped``, ``mutated`` (the rules changed the
     pod: the policies' annotation alone is no placement) or ``allowed``; given when built, else derived."""
 
@@ -295,12 +298,51 @@ def _place(
     for preference in preferences:
         if preference.architecture not in common:
             out.reasons.append(f"preferred architecture {preference.architecture} is not supported by every image")
+    _tolerate(edits, allowed, settings, out, added)
+    return added
+
+
+def _tolerate(
+    edits: Edits, allowed: frozenset[str], settings: PolicySettings, out: Notes, added: dict[str, Any]
+) -> None:
+    """Rule 10: tolerate the taints of the architectures the pod is now allowed on."""
     for arch_toleration in settings.arch_tolerations:
         toleration = arch_toleration.to_toleration()
         if arch_toleration.arch in allowed and tolerate(edits, toleration):
             added.setdefault("tolerations", []).append(toleration)
             out.reasons.append(f"tolerate the {arch_toleration.arch} taint ({arch_toleration})")
-    return added
+
+
+def _fallback_arch(workload: Workload, readings: Mapping[str, Reading], settings: PolicySettings) -> str:
+    """Rule 13a's architecture when it may apply: a Pod with ``--fallback-arch`` (or a policy's) and an image
+    left out because it could not be inspected; ``""`` otherwise.
+
+    DaemonSet templates are never fallen back: one architecture for a whole DaemonSet would take its pods off
+    every other node, where it may well run.
+    """
+    if not settings.fallback_arch or workload.kind != POD:
+        return ""
+    if any(isinstance(reading, LookupFailure) for reading in readings.values()):
+        return settings.fallback_arch
+    return ""
+
+
+def _fall_back(
+    edits: Edits,
+    arch: str,
+    offer: Offer,
+    *,
+    readings: Mapping[str, Reading],
+    settings: PolicySettings,
+    scope: PlatformScope,
+    out: Notes,
+) -> None:
+    """Rule 13a: require the fallback architecture (with what the inspected images need of its nodes), tolerate
+    its taint; preferences add nothing."""
+    failed = [image for image, reading in readings.items() if isinstance(reading, LookupFailure)]
+    why = f"fallback architecture: {', '.join(failed)} could not be inspected"
+    _require_platforms(edits, offer, scope, out, why=why)
+    _tolerate(edits, frozenset({arch}), settings, out, {})
 
 
 def _match_node_labels(edits: Edits, labels: Mapping[str, str], settings: PolicySettings, out: Notes) -> None:
@@ -332,6 +374,8 @@ class Placement:
     nodes: Offer | None = None
     """The nodes the placement allows: the images' shared offer, narrowed to a rollout group or a pinned
     preference (``None``: noe requires nothing of the node's platform)."""
+    fallback: str = ""
+    """Rule 13a's architecture, when an image could not be inspected and the pod was required onto it."""
 
     def decision(self, original: Mapping[str, Any]) -> Decision:
         """This placement as the answer, when nothing is added to it."""
@@ -400,6 +444,7 @@ def apply_rules(
     common: tuple[str, ...] | None = None
     arm: RolloutArm | None = None
     nodes: Offer | None = None
+    fallback = ""
     selection = placement.selection
     images = workload.images
     if selection:
@@ -420,7 +465,15 @@ def apply_rules(
             placement = PlacementSession.of(workload, withdraw_previous=False)
             out.reasons.append("no image could be inspected: noe's earlier placement kept")
         elif not inspected:
-            out.reasons.append("no image could be inspected: architecture left open")
+            arch = _fallback_arch(workload, readings, settings)
+            if arch and (not scope.architectures or arch in scope.architectures):
+                nodes = Offer.anywhere(frozenset((os_name, arch) for os_name in scope.oses))
+                _fall_back(
+                    placement.spec_edits, arch, nodes, readings=readings, settings=settings, scope=scope, out=out
+                )
+                fallback = arch
+            else:
+                out.reasons.append("no image could be inspected: architecture left open")
         else:
             both = shared(inspected)
             if not both:
@@ -429,22 +482,31 @@ def apply_rules(
             if leveled and not scope.levels:
                 warn_levels(leveled, lookups, both, out)
             common = both.architectures
+            arch = _fallback_arch(workload, readings, settings)
+            if arch and arch in common:  # rule 13a; the schedulable list already narrowed `common`
+                nodes = both.only(frozenset({arch}))
+                _fall_back(
+                    placement.spec_edits, arch, nodes, readings=readings, settings=settings, scope=scope, out=out
+                )
+                fallback = arch
+                rollout = None
             arm = rollout.arm(frozenset(common)) if rollout is not None and workload.kind == POD else None
-            why = "supported by every image"
-            if arm is not None and rollout is not None:
-                out.reasons.append(rollout.reason(arm))
-                both, why = both.only(arm.allowed), f"rollout group {arm.label}"
-            added = _require_platforms(placement.spec_edits, both, scope, out, why=why)
-            pinned = _place(placement.spec_edits, workload.labels, frozenset(both.architectures), settings, out)
-            added.update(pinned)
-            nodes = both.only(frozenset({pinned["nodeSelector"]})) if "nodeSelector" in pinned else both
-            if workload.kind == DAEMON_SET and added:
-                placement.record(added)
+            if not fallback:
+                why = "supported by every image"
+                if arm is not None and rollout is not None:
+                    out.reasons.append(rollout.reason(arm))
+                    both, why = both.only(arm.allowed), f"rollout group {arm.label}"
+                added = _require_platforms(placement.spec_edits, both, scope, out, why=why)
+                pinned = _place(placement.spec_edits, workload.labels, frozenset(both.architectures), settings, out)
+                added.update(pinned)
+                nodes = both.only(frozenset({pinned["nodeSelector"]})) if "nodeSelector" in pinned else both
+                if workload.kind == DAEMON_SET and added:
+                    placement.record(added)
     _match_node_labels(placement.spec_edits, workload.labels, settings, out)
     patch = placement.operations()
     if not patch:
         out.reasons.append("nothing to change")
-    return Placement(True, patch, out, None, common, arm, nodes)
+    return Placement(True, patch, out, None, common, arm, nodes, fallback)
 
 
 def decide(

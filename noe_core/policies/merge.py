@@ -37,6 +37,7 @@ FIELD_FLAGS = {
     "schedulableArchitectures": "--cluster-schedulable-archs",
     "strict": "--strict-namespaces",
     "onLookupFailure": "--on-lookup-failure",
+    "fallbackArchitecture": "--fallback-arch",
     "matchNodeLabels": "--match-node-labels",
     "architectureTolerations": "--arch-tolerations",
     "imagePlatforms": "--image-platforms",
@@ -246,6 +247,7 @@ def merge(
     schedulable = base.schedulable_archs
     strict = namespace in base.strict_namespaces
     on_failure = base.on_lookup_failure
+    fallback = base.fallback_arch
     match_labels = base.match_node_labels
     tolerations = base.arch_tolerations
     layers = [declared] if declared is not None else []
@@ -267,6 +269,8 @@ def merge(
             strict = True
         if policy.on_lookup_failure is not None:
             on_failure, sources["onLookupFailure"] = policy.on_lookup_failure, [name]
+        if policy.fallback_architecture is not None:
+            fallback, sources["fallbackArchitecture"] = policy.fallback_architecture, [name]
         if policy.match_node_labels is not None:
             match_labels, sources["matchNodeLabels"] = policy.match_node_labels, [name]
         if policy.architecture_tolerations is not None:
@@ -283,6 +287,7 @@ def merge(
         schedulable_archs=schedulable,
         strict_namespaces=base.strict_namespaces | {namespace} if strict else base.strict_namespaces,
         on_lookup_failure=on_failure,
+        fallback_arch=fallback,
         match_node_labels=match_labels,
         arch_tolerations=tolerations,
     )

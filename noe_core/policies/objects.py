@@ -67,6 +67,7 @@ _SPEC_FIELDS = frozenset(
         "schedulableArchitectures",
         "strict",
         "onLookupFailure",
+        "fallbackArchitecture",
         "matchNodeLabels",
         "architectureTolerations",
         "imagePlatforms",
@@ -117,6 +118,8 @@ class PlacementPolicy:
     schedulable_architectures: frozenset[str] | None = None
     strict: bool | None = None
     on_lookup_failure: OnLookupFailure | None = None
+    fallback_architecture: str | None = None
+    """Rule 13a's architecture; ``""`` switches a flag's fallback off."""
     match_node_labels: tuple[str, ...] | None = None
     architecture_tolerations: tuple[ArchToleration, ...] | None = None
     image_platforms: StaticPlatforms | None = None
@@ -196,11 +199,22 @@ def read_policy(doc: object) -> PlacementPolicy:
         schedulable_architectures=schedulable,
         strict=fields.boolean(spec.get("strict"), "spec.strict", error=_invalid("InvalidField")),
         on_lookup_failure=_choice(spec, "onLookupFailure", ("allow", "gate")),  # type: ignore[arg-type]
+        fallback_architecture=_fallback(spec),
         match_node_labels=_label_keys(spec),
         architecture_tolerations=_tolerations(spec),
         image_platforms=_image_platforms(spec, ref),
         rollout=_rollout(spec, doc.get("status"), ref.generation),
     )
+
+
+def _fallback(spec: Mapping[str, Any]) -> str | None:
+    """``fallbackArchitecture``: an architecture (aliases normalised), or ``""`` (a flag's fallback off)."""
+    value = spec.get("fallbackArchitecture")
+    if value is None:
+        return None
+    if value == "":
+        return ""
+    return architecture(value, "spec.fallbackArchitecture")
 
 
 def _invalid(reason: str) -> Any:

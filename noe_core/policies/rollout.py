@@ -18,14 +18,15 @@ alone: a ReplicaSet's pods have no name yet at CREATE. Pure: no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from noe_core.k8s.object_meta import ObjectMeta
+from noe_core.k8s.object_meta import label_operations as set_label
 from noe_core.k8s.owners import Owners
 from noe_core.k8s.workload import POD, Workload
 from noe_core.policies.objects import GROUP, PolicyRef, Rollout
-from noe_core.util.json_patch import Edits, Operation, copy_json
+from noe_core.util.json_patch import Operation
 
 ROLLOUT_LABEL = f"{GROUP}/rollout"
 CONTROL = "control"
@@ -112,19 +113,8 @@ class RolloutDraw:
 
 
 def label_operations(meta: ObjectMeta, value: str, earlier: Sequence[Operation]) -> tuple[Operation, ...]:
-    """The operations that set :data:`ROLLOUT_LABEL` to ``value`` on a Pod, after the ``earlier`` ones.
-
-    Labels are copied, never replaced whole; when an earlier operation created ``/metadata`` (a pod sent
-    without it), the label is added inside it rather than adding ``/metadata`` a second time.
-    """
-    labels: Mapping[str, str] = meta.labels
-    if labels.get(ROLLOUT_LABEL) == value:
-        return ()
-    created = any(op.get("path") == "/metadata" for op in earlier)
-    doc = {"labels": copy_json(meta.raw["labels"])} if "labels" in meta.raw and meta.raw["labels"] is not None else {}
-    edits = Edits(doc, "/metadata", present=True if created else meta.state)
-    edits.set(("labels", ROLLOUT_LABEL), value)
-    return tuple(edits.operations())
+    """The operations that set :data:`ROLLOUT_LABEL` to ``value`` on a Pod, after the ``earlier`` ones."""
+    return set_label(meta, ROLLOUT_LABEL, value, earlier)
 
 
 def draw_for(

@@ -152,6 +152,9 @@ class PolicySettings:
     preferences: tuple[WeightedArchitecture, ...] | None = None
     on_lookup_failure: OnLookupFailure = "allow"
     x86_64_levels: X86_64Levels = "off"
+    fallback_arch: str = ""
+    """Rule 13a (``--fallback-arch``, ``fallbackArchitecture``): the architecture a pod is required onto when an
+    image could not be inspected; empty: none."""
 
     def __post_init__(self) -> None:
         # Accept any iterable (tests and callers pass lists) but store hashable, normalised values.
@@ -167,6 +170,8 @@ class PolicySettings:
         object.__setattr__(self, "match_node_labels", tuple(dict.fromkeys(self.match_node_labels)))
         object.__setattr__(self, "strict_namespaces", frozenset(self.strict_namespaces))
         object.__setattr__(self, "arch_tolerations", tuple(self.arch_tolerations))
+        if self.fallback_arch:
+            object.__setattr__(self, "fallback_arch", normalize_arch_name(self.fallback_arch))
 
     def validate(self) -> PolicySettings:
         """Raise :class:`InvalidSettings` for settings that cannot work; return ``self`` otherwise."""
@@ -178,6 +183,13 @@ class PolicySettings:
                 raise InvalidSettings(
                     f"--preferred-arch {self.preferred_arch} is not in --cluster-schedulable-archs "
                     f"{','.join(sorted(self.schedulable_archs))}: add it there or change the preference"
+                )
+        if self.fallback_arch:
+            _check_arch(self.fallback_arch, "--fallback-arch")
+            if self.schedulable_archs and self.fallback_arch not in self.schedulable_archs:
+                raise InvalidSettings(
+                    f"--fallback-arch {self.fallback_arch} is not in --cluster-schedulable-archs "
+                    f"{','.join(sorted(self.schedulable_archs))}: a pod could never be placed there"
                 )
         if not self.system_os:
             raise InvalidSettings("--system-os: name at least one OS, such as linux")

@@ -23,15 +23,26 @@ from noe_core.policies.objects import GROUP
 from noe_core.util.json_patch import Edits, Operation, copy_json
 
 POLICIES_ANNOTATION = f"{GROUP}/policies"
+FALLBACK_ENTRY = "fallbackArchitecture"
+"""The trail's last entry (``fallbackArchitecture=arm64``) on a pod rule 13a required onto its fallback."""
 
 __all__ = ["MAX_VALUE", "POLICIES_ANNOTATION", "trail", "trail_operations"]
 
 
-def trail_operations(workload: Workload, merged: MergedSettings) -> tuple[Operation, ...]:
-    """The operations that set the annotation on a Pod the ``merged`` policies matched (none when it holds it)."""
-    if not merged.applied or workload.kind != POD or workload.node_name:
+def trail_operations(workload: Workload, merged: MergedSettings, fallback: str = "") -> tuple[Operation, ...]:
+    """The operations that set the annotation on a Pod the ``merged`` policies matched (none when it holds it).
+
+    A pod required onto its fallback architecture (rule 13a) lists ``fallbackArchitecture=ARCH`` last, so the
+    trail says why it runs there, whether a policy or the flag set it.
+    """
+    if workload.kind != POD or workload.node_name:
         return ()
-    value = merged.trail
+    entries = [merged.trail] if merged.applied else []
+    if fallback:
+        entries.append(f"{FALLBACK_ENTRY}={fallback}")
+    if not entries:
+        return ()
+    value = ",".join(entries)
     meta = workload.pod_meta
     if meta.annotations.get(POLICIES_ANNOTATION) == value:
         return ()

@@ -14,7 +14,8 @@ that changed meanwhile is read again and decided again.
 Outcomes: placed (Normal ``ArchitecturePlaced``); no common architecture (the
 gate stays, Warning ``NoCommonArchitecture`` with the deny message); lookups
 still failing after ``--gate-timeout`` from the pod's creation (the gate is
-removed without placement, Warning ``InspectionTimedOut``).
+removed without placement, Warning ``InspectionTimedOut``; with a fallback architecture, rule 13a,
+the pod is required onto it when the inspected images allow it, Normal ``FallbackArchitecture``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from noe_web.controller.actions import Actions, NotLeader, PodChanged, pod_path
 from noe_web.controller.metrics import ControllerMetrics
 from noe_web.kube.client import KubeClient
 from noe_web.kube.errors import KubeError, NotFound
-from noe_web.kube.events import NORMAL, WARNING, object_ref
+from noe_web.kube.events import NORMAL, REASON_FALLBACK, WARNING, fallback_message, object_ref
 
 log = logging.getLogger("noe.controller.gates")
 
@@ -124,6 +125,18 @@ class GateFinisher:
             self._attempts[uid] = attempt + 1
             delay: float = min(RETRY_START * 2**attempt, RETRY_CAP, max(remaining, 0.1))
             return delay
+        if waiting and prepared.settings.fallback_arch:
+            # rule 13a: lookups still failing at the gate's time-out go to the fallback architecture, if any
+            decision = prepared.decide(result)
+            if decision.allowed and decision.fallback:
+                self._patch(pod, (*decision.patch, *remove_gate_operation(spec)))
+                message = f"{fallback_message(decision)}; scheduling gate {SCHEDULING_GATE} removed"
+                self.actions.event(target, NORMAL, REASON_FALLBACK, message)
+                self.metrics.gate_outcomes.labels("dry_run" if self.actions.dry_run else "fallback").inc()
+                self._attempts.pop(uid, None)
+                if self.actions.dry_run:
+                    self._decided[uid] = str(meta.get("resourceVersion"))
+                return None
         if waiting:
             failures = {image: lookups[image] for image in waiting}
             reasons = "; ".join(

@@ -20,7 +20,7 @@ from prometheus_client.exposition import generate_latest
 from noe_web.metrics import Metrics
 
 MISPLACED_ACTIONS = ("evicted", "refused_by_budget", "event_only", "left_ready", "backoff", "dry_run")
-GATE_OUTCOMES = ("placed", "no_common_architecture", "timed_out", "conflict_retried", "dry_run")
+GATE_OUTCOMES = ("placed", "no_common_architecture", "timed_out", "fallback", "conflict_retried", "dry_run")
 
 
 class ControllerMetrics:

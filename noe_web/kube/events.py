@@ -34,7 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from noe_core.image.image_platforms import LookupFailure
 from noe_core.k8s.object_meta import ObjectMeta
+from noe_core.placement.rules import Decision
 from noe_core.util.printable import printable
 
 log = logging.getLogger("noe.events")
@@ -43,6 +45,8 @@ NORMAL = "Normal"
 WARNING = "Warning"
 REASON_INJECTED = "InjectedNodeSelector"
 REASON_FAILED = "FailedToInjectNodeSelector"
+REASON_FALLBACK = "FallbackArchitecture"
+"""Rule 13a: a pod required onto its fallback architecture because an image could not be inspected."""
 REPORTING_CONTROLLER = "noe.adevinta.com/webhook"
 COMPONENT = "noe"
 MAX_MESSAGE = 1024
@@ -248,3 +252,12 @@ class EventRecorder:
                 with self._lock:
                     self.written += 1
                 self._on_written("ok")
+
+
+def fallback_message(decision: Decision) -> str:
+    """The ``FallbackArchitecture`` Event's words: which images could not be inspected, and where the pod goes."""
+    failed = [image for image, found in decision.lookups.items() if isinstance(found, LookupFailure)]
+    shown = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    return (
+        f"required kubernetes.io/arch in [{decision.fallback}] (fallback architecture): {shown} could not be inspected"
+    )

@@ -53,11 +53,13 @@ from noe_web.kube.client import KubeClient
 from noe_web.kube.events import (
     NORMAL,
     REASON_FAILED,
+    REASON_FALLBACK,
     REASON_INJECTED,
     WARNING,
     EventRecorder,
     EventRequest,
     controller_ref,
+    fallback_message,
     object_ref,
 )
 from noe_web.kube.nodes import KubeNodes
@@ -242,6 +244,8 @@ class AdmissionService:
             return
         if not decision.allowed:
             kind, reason, message = WARNING, REASON_FAILED, decision.message or "denied"
+        elif decision.fallback:
+            kind, reason, message = NORMAL, REASON_FALLBACK, fallback_message(decision)
         elif decision.changed and decision.common:
             kind, reason = NORMAL, REASON_INJECTED
             message = f"required kubernetes.io/arch in [{', '.join(decision.common)}]"

@@ -112,6 +112,7 @@ REJECTED = [
     ({"schedulableArchitectures": []}, "InvalidField"),
     ({"preferenceMode": "hard"}, "InvalidField"),
     ({"onLookupFailure": "deny"}, "InvalidField"),
+    ({"fallbackArchitecture": "m68k"}, "InvalidArchitecture"),
     ({"strict": "yes"}, "InvalidField"),
     ({"unknownField": 1}, "UnknownField"),
     ({"rollout": {"architecture": "arm64", "percent": 150}}, "PercentOutOfRange"),

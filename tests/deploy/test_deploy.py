@@ -66,6 +66,7 @@ VALUE_FLAGS = {
     "archTolerations": "--arch-tolerations",
     "preferenceMode": "--preference-mode",
     "preferredArchWeight": "--preferred-arch-weight",
+    "fallbackArch": "--fallback-arch",
     "imagePlatforms": "--image-platforms",
     "proxies": "--registry-proxies",
     "privateRegistries": "--private-registries",
@@ -349,6 +350,7 @@ def test_everything_values_become_these_arguments() -> None:
     assert flag_values(args, "--strict-namespaces") == ["payments,platform"]
     assert flag_values(args, "--arch-tolerations") == ["arm64=arch=arm64:NoSchedule,amd64=arch=amd64:PreferNoSchedule"]
     assert flag_values(args, "--preference-mode") == ["required"]
+    assert flag_values(args, "--fallback-arch") == ["arm64"]
     assert flag_values(args, "--system-os") == ["linux,windows"]
     assert flag_values(args, "--x86-64-levels") == ["nfd"]
     assert flag_values(args, "--registry-proxies") == [",".join(EVERYTHING["proxies"])]

@@ -612,6 +612,41 @@ def test_lookups_failing_past_the_gate_timeout_release_the_pod_without_placement
     assert 'noe_controller_gate_outcomes_total{outcome="timed_out"} 1.0' in requests.get(metrics, timeout=5).text
 
 
+def test_at_the_gate_timeout_a_fallback_architecture_places_the_pod_the_inspected_images_allow(
+    cluster: FakeCluster,
+    run_controller: Callable[..., Running],
+    registry: RegistryServer,
+    pushed_images: dict[str, PushedImage],
+) -> None:
+    """Rule 13a in gate mode: the image that never answers is left out, the pod goes to the fallback
+    architecture when every inspected image offers it (Normal FallbackArchitecture); one that does not offer it
+    is released without placement, as without the rule."""
+    multi = pushed_images["docker-manifest-list"].reference  # amd64, arm64, arm/v7, ppc64le, s390x
+    amd64_only = pushed_images["oci-single-amd64"].reference
+    with start_relay(registry.host) as relay:
+        hung = f"{relay.host}/{pushed_images['docker-single-arm64'].repository}:v1"
+        cluster.add("pods", gated_pod("falls-back", [multi, hung]))
+        cluster.add("pods", gated_pod("cannot-fall-back", [amd64_only, hung]))
+        running = run_controller(
+            "--lookup-timeout", "0.5", "--gate-timeout", "4s", "--fallback-arch", "arm64", "--preferred-arch", ""
+        )
+        metrics = f"http://127.0.0.1:{running.health.port}/metrics"
+        for name in ("falls-back", "cannot-fall-back"):
+            assert cluster.wait(lambda n=name: not cluster.get("pods", "apps", n)["spec"].get("schedulingGates"), 20)
+    placed = cluster.get("pods", "apps", "falls-back")
+    assert allowed_nodes(placed) == {"n-arm64-a", "n-arm64-b"}
+    assert placed["metadata"]["labels"]["arch.noe.adevinta.com/fallback"] == "true"
+    events = cluster.events("FallbackArchitecture")
+    assert [(e["type"], e["involvedObject"]["name"]) for e in events] == [("Normal", "falls-back")]
+    assert "arm64" in events[0]["message"] and hung in events[0]["message"]
+    released = cluster.get("pods", "apps", "cannot-fall-back")
+    assert "affinity" not in released["spec"] and "fallback" not in str(released["metadata"].get("labels"))
+    assert [e["involvedObject"]["name"] for e in cluster.events("InspectionTimedOut")] == ["cannot-fall-back"]
+    text = requests.get(metrics, timeout=5).text
+    assert 'noe_controller_gate_outcomes_total{outcome="fallback"} 1.0' in text
+    assert 'noe_controller_gate_outcomes_total{outcome="timed_out"} 1.0' in text
+
+
 # ----------------------------------------------------------------------------- leader election
 
 LEASE, RETRY = 2.0, 0.2

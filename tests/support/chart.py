@@ -35,6 +35,7 @@ CRD_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/", "argoproj.io/")
 
 
 EVERYTHING: dict[str, Any] = {
+    "fallbackArch": "arm64",
     "image": {
         "registry": "registry.corp",
         "repository": "platform/noe",

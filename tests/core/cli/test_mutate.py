@@ -250,3 +250,20 @@ def test_without_platforms_file_images_are_read_from_the_registry(
     assert explained["commonArchitectures"] == ["arm64"]
     assert not explained.get("warnings")
     assert registry.count(method="GET", path_contains="/manifests/", since=mark) == 2
+
+
+def test_a_fallback_architecture_for_images_that_cannot_be_inspected(tmp_path: Path) -> None:
+    """Rule 13a offline: the flaky sidecar of the example platforms file cannot be inspected."""
+    doc = testing.pod(["nginx:1.27", "registry.corp/team/flaky-sidecar:0.9"])
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(doc))
+    status, out, err = run_cli(
+        "mutate", "-f", str(path), "--platforms", PLATFORMS, "--fallback-arch", "arm64", "-o", "json"
+    )
+    assert status == 0, err
+    mutated = json.loads(out)
+    assert mutated["metadata"]["labels"]["arch.noe.adevinta.com/fallback"] == "true"
+    grid = [testing.node(f"n-{arch}", arch) for arch in ("amd64", "arm64", "386")]
+    assert [n["metadata"]["name"] for n in grid if testing.schedulable(mutated, n)] == ["n-arm64"]
+    status, out, err = run_cli("mutate", "-f", str(path), "--platforms", PLATFORMS, "-o", "json")
+    assert status == 0 and "fallback" not in out

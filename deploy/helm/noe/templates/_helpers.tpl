@@ -338,6 +338,9 @@ credential-provider config and binary directories.
 {{- with $v.schedulableArchitectures -}}
 {{- $args = append $args (printf "--cluster-schedulable-archs=%s" (join "," .)) -}}
 {{- end -}}
+{{- with $v.fallbackArch -}}
+{{- $args = append $args (printf "--fallback-arch=%s" .) -}}
+{{- end -}}
 {{- with $v.matchNodeLabels -}}
 {{- $args = append $args (printf "--match-node-labels=%s" (join "," .)) -}}
 {{- end -}}
