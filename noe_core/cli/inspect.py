@@ -44,7 +44,7 @@ from noe_core.cli.registry_options import (
     node_keychain_from_args,
     registry_settings_from_args,
 )
-from noe_core.errors import InvalidInput, NoeError
+from noe_core.errors import InvalidInput, ManifestError, NoeError, RegistryError
 from noe_core.image.declared import StaticPlatforms
 from noe_core.image.image_platforms import ImagePlatforms, LookupFailure
 from noe_core.image.learned import LearnedPlatforms, load_learned
@@ -141,18 +141,23 @@ def _inspected_pod(image: str, namespace: str, labels: dict[str, str]) -> dict[s
     }
 
 
-def _decide(ns: argparse.Namespace, resolver: Resolver) -> Decision:
-    """The image as a pod's decision reads it: declared platforms, the registry, learned architectures."""
+def _decide(ns: argparse.Namespace, resolver: Resolver, reference: Reference) -> Decision:
+    """The image as a pod's decision reads it: declared platforms first, else the registry (its own error,
+    as ever, when it cannot answer), less the learned architectures."""
     platforms = require(ns, IMAGE_PLATFORMS)
     static = StaticPlatforms.load(platforms) if platforms else None
     documents = read_files(ns.policy) if ns.policy else None
     learned_file = require(ns, LEARNED)
     learned = load_learned(learned_file) if learned_file else LearnedPlatforms()
     policies = documents.as_policies() if documents is not None else None
-    decider = Decider(PolicySettings(), LookupService(static, resolver), policies, FixedLearned(learned))
+    decider = Decider(PolicySettings(), LookupService(static), policies, FixedLearned(learned))
     namespace = ns.namespace or "default"
     workload = read_workload(_inspected_pod(ns.image, namespace, dict(ns.labels or {})), POD)
-    return decider.decide(workload, namespace, stage="running", deadline=Deadline.after(ns.timeout))
+    decision = decider.known(workload, namespace, {}, {})
+    if ns.image in decision.lookups:
+        return decision  # declared by --image-platforms or a matching policy
+    found = resolver.resolve(reference, deadline=Deadline.after(ns.timeout))
+    return decider.known(workload, namespace, {ns.image: found}, {ns.image: "registry"})
 
 
 def run_inspect(ns: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -169,7 +174,10 @@ def run_inspect(ns: argparse.Namespace, *, out: TextIO | None = None, err: TextI
     session = make_session(settings)
     try:
         with Resolver(session, settings=settings, keychain=keychain, observer=observer) as resolver:
-            decision = _decide(ns, resolver)
+            decision = _decide(ns, resolver, reference)
+    except (RegistryError, ManifestError) as exc:
+        stderr.write(f"noe inspect: {_one_line(str(exc))}\n")
+        return EXIT_REGISTRY
     except NoeError as exc:
         stderr.write(f"noe inspect: {_one_line(str(exc))}\n")
         return EXIT_BAD_INPUT

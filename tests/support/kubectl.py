@@ -68,9 +68,16 @@ def run_kubectl(
     cwd: Path = ROOT,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """``kubectl ARGS`` with ``plugins`` first on PATH; ``env`` adds variables (``KUBECONFIG``…)."""
+    """``kubectl ARGS`` with ``plugins`` first on PATH; ``env`` adds variables (``KUBECONFIG``…).
+
+    Directories of PATH that hold another ``kubectl-noe`` (the test environment's own install, as tox puts its
+    ``bin`` first) are left out, so kubectl finds exactly the plugin under test and warns of no shadowing.
+    """
     base = {name: value for name, value in os.environ.items() if name != "KUBECONFIG" and not name.startswith("NOE_")}
-    base.update(HOME=str(home), PATH=os.pathsep.join([str(plugins), base.get("PATH", "/usr/bin:/bin")]))
+    inherited = [
+        d for d in base.get("PATH", "/usr/bin:/bin").split(os.pathsep) if not (Path(d) / "kubectl-noe").exists()
+    ]
+    base.update(HOME=str(home), PATH=os.pathsep.join([str(plugins), *inherited]))
     base.update(env or {})
     return subprocess.run(
         [str(kubectl), *args], cwd=cwd, env=base, capture_output=True, text=True, timeout=timeout, check=False

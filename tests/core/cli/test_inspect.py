@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from noe_core.cli.inspect import configure_inspect_parser, run_inspect
 from noe_core.cli.parser import NoeArgumentParser
@@ -266,3 +267,53 @@ def test_module_entry_point(pushed_images: dict[str, PushedImage]) -> None:
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["platforms"] == [{"os": "linux", "architecture": "arm64", "variant": "v8", "digest": img.digest}]
+
+
+def test_declared_platforms_policies_and_learned_entries_answer_as_a_pods_decision_reads_them(tmp_path: Path) -> None:
+    """Offline: --image-platforms, a matching policy's imagePlatforms, and --learned (the ConfigMap), as the
+    webhook would read the image for a pod of that namespace with those labels; nothing asks a registry."""
+    digest = "sha256:" + "e" * 64
+    declared = tmp_path / "platforms.yaml"
+    declared.write_text(json.dumps({"corp/app:1": {"platforms": ["linux/amd64", "linux/arm64"], "digest": digest}}))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "arch.noe.adevinta.com/v1alpha1",
+                "kind": "PlacementPolicy",
+                "metadata": {"name": "team", "namespace": "team-a"},
+                "spec": {
+                    "podSelector": {"matchLabels": {"app": "web"}},
+                    "imagePlatforms": [{"image": "corp/app:1", "platforms": ["linux/s390x"]}],
+                },
+            }
+        )
+    )
+    learned = tmp_path / "learned.yaml"
+    learned.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "noe-learned-platforms", "namespace": "noe"},
+                "data": {
+                    "sha256-" + "e" * 64: json.dumps({"architectures": ["arm64"], "evidence": ["a/b"], "time": "t"})
+                },
+            }
+        )
+    )
+    status, out, err = inspect("--json", "corp/app:1", "--image-platforms", str(declared))
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["source"] == "declared" and [p["architecture"] for p in doc["platforms"]] == ["amd64", "arm64"]
+    status, out, err = inspect("--json", "corp/app:1", "--image-platforms", str(declared), "--learned", str(learned))
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["source"] == "learned" and [p["architecture"] for p in doc["platforms"]] == ["amd64"]
+    assert any("arm64 left out" in w for w in doc["warnings"])
+    args = ("--json", "corp/app:1", "--image-platforms", str(declared), "--policy", str(policy), "-n", "team-a")
+    status, out, err = inspect(*args, "-l", "app=web")
+    assert status == 0, err
+    assert [p["architecture"] for p in json.loads(out)["platforms"]] == ["s390x"]  # the matching policy's answer
+    status, out, err = inspect(*args, "-l", "app=db")
+    assert [p["architecture"] for p in json.loads(out)["platforms"]] == ["amd64", "arm64"]  # not matched
