@@ -68,9 +68,13 @@ def read_object_meta(obj: Mapping[str, Any], where: str = "") -> ObjectMeta:
 
     Raises :class:`InvalidObject` naming the field that has the wrong type.
     """
+    raw = obj.get("metadata")
+    if type(raw) is dict:
+        fast = _read_plain(obj, raw, where)
+        if fast is not None:
+            return fast
     prefix = f"{where}." if where else ""
     path = f"{prefix}metadata"
-    raw = obj.get("metadata")
     metadata = fields.mapping(raw, path)
     return ObjectMeta(
         name=fields.string(metadata.get("name"), f"{path}.name"),
@@ -83,6 +87,37 @@ def read_object_meta(obj: Mapping[str, Any], where: str = "") -> ObjectMeta:
         api_version=fields.string(obj.get("apiVersion"), f"{prefix}apiVersion"),
         raw=metadata,
         state="metadata" in obj and (None if raw is None else True),
+    )
+
+
+def _read_plain(obj: Mapping[str, Any], metadata: dict[str, Any], where: str) -> ObjectMeta | None:
+    """The common case read without a call per field: every field noe reads has its type (or is absent).
+    ``None`` when one has not: :func:`read_object_meta` then reads it field by field, to say which."""
+    name, generate_name = metadata.get("name"), metadata.get("generateName")
+    namespace, uid, api_version = metadata.get("namespace"), metadata.get("uid"), obj.get("apiVersion")
+    for value in (name, generate_name, namespace, uid, api_version):
+        if value is not None and type(value) is not str:
+            return None
+    labels = metadata.get("labels")
+    if labels is not None and (
+        type(labels) is not dict or not all(type(k) is str and type(v) is str for k, v in labels.items())
+    ):
+        return None
+    refs = metadata.get("ownerReferences")
+    owner = None
+    if refs is not None:
+        owner = owner_reference(refs, f"{where}.metadata.ownerReferences" if where else "metadata.ownerReferences")
+    return ObjectMeta(
+        name=name or "",
+        generate_name=generate_name or "",
+        namespace=namespace or "",
+        uid=uid or "",
+        labels=dict(labels) if labels else {},
+        annotations=_annotations(metadata.get("annotations")),
+        owner=owner,
+        api_version=api_version or "",
+        raw=metadata,
+        state=True,
     )
 
 

@@ -137,8 +137,27 @@ def _images(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
     """The images of ``containers`` then ``initContainers``, de-duplicated in order, empty ignored.
 
     Ephemeral containers are left out: they cannot exist when a pod is created.
-    A null container entry reads as empty.
+    A null container entry reads as empty. The common shape is read inline; anything else field by field,
+    so a wrong type is named.
     """
+    images: dict[str, None] = {}
+    for field in ("containers", "initContainers"):
+        items = spec.get(field)
+        if items is None:
+            continue
+        if type(items) is not list:
+            return _images_checked(spec, path)
+        for container in items:
+            image = container.get("image") if type(container) is dict else 0
+            if type(image) is not str:
+                return _images_checked(spec, path)
+            if image and not image.isspace():
+                images[image] = None
+    return tuple(images)
+
+
+def _images_checked(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
+    """:func:`_images`, field by field: raises :class:`InvalidObject` naming the first field of a wrong type."""
     images: dict[str, None] = {}
     for field in ("containers", "initContainers"):
         for index, container in enumerate(fields.array(spec.get(field), f"{path}.{field}")):
@@ -192,7 +211,31 @@ def pull_secret_names(value: object) -> tuple[str, ...]:
 
 
 def _check_placement_fields(spec: Mapping[str, Any], path: str) -> None:
-    """The fields the policy reads or edits, beyond images: tolerations and node affinity."""
+    """The fields the policy reads or edits, beyond images: tolerations and node affinity.
+
+    The common cases (none of them, or tolerations of strings) are checked inline; anything else field by
+    field, so a wrong type is named.
+    """
+    tolerations = spec.get("tolerations")
+    if spec.get("affinity") is None and (
+        tolerations is None
+        or (
+            type(tolerations) is list
+            and all(
+                type(item) is dict and all(v is None or type(v) is str for k, v in item.items() if k in _TOLERATION)
+                for item in tolerations
+            )
+        )
+    ):
+        return
+    _check_placement_fields_checked(spec, path)
+
+
+_TOLERATION = frozenset({"key", "operator", "value", "effect"})
+
+
+def _check_placement_fields_checked(spec: Mapping[str, Any], path: str) -> None:
+    """:func:`_check_placement_fields`, field by field."""
     for index, toleration in enumerate(fields.array(spec.get("tolerations"), f"{path}.tolerations")):
         item = fields.mapping(toleration, f"{path}.tolerations[{index}]")
         for key in ("key", "operator", "value", "effect"):

@@ -180,10 +180,19 @@ class Prepared:
         )
 
 
+_FLAGS_ALONE: dict[int, tuple[PolicySettings, MergedSettings]] = {}
+"""The flags as settings of their own, one value per flags value (an explicit cache: a process has one or two)."""
+
+
 def merged_settings(inputs: PodInputs) -> MergedSettings:
     """The flags with every placement policy that matches the pod (``docs/policies.md``)."""
     if inputs.policies is None:
-        return MergedSettings(inputs.flags)
+        found = _FLAGS_ALONE.get(id(inputs.flags))
+        if found is None or found[0] is not inputs.flags:
+            if len(_FLAGS_ALONE) > 64:  # tests build many settings values: a bound, not a leak
+                _FLAGS_ALONE.clear()
+            found = _FLAGS_ALONE[id(inputs.flags)] = (inputs.flags, MergedSettings(inputs.flags))
+        return found[1]
     return inputs.policies.settings_for(inputs.flags, namespace=inputs.namespace, pod_labels=inputs.workload.labels)
 
 

@@ -1,12 +1,13 @@
 """The edit session of one placement: working copies of the fields noe edits, and the edits made to them.
 
 :class:`PlacementSession` is built once per admission from the
-:class:`~noe_core.k8s.workload.Workload` (the object read once): it copies only the
+:class:`~noe_core.k8s.workload.Workload` (the object read once): it edits only the
 placement fields of the pod spec (``nodeSelector``, ``affinity``,
-``tolerations``) and, on a DaemonSet, the template's annotations; the rest of
-the object is never copied or compared. On a DaemonSet UPDATE noe's earlier
-placement (the record it left in an annotation) is withdrawn from these copies
-first, so the template is decided afresh. How the pod already chooses its
+``tolerations``) and, on a DaemonSet, the template's annotations, copying just
+the containers an edit changes (:class:`~noe_core.util.json_patch.Edits`,
+``shared``); the rest of the object is never copied or compared. On a DaemonSet
+UPDATE noe's earlier placement (the record it left in an annotation) is withdrawn
+from a private copy of those fields first, so the template is decided afresh. How the pod already chooses its
 architecture (:attr:`PlacementSession.selection`) is read once, from the same
 copies, for both questions the policy asks of it: which images to look up, and
 whether to place at all.
@@ -42,10 +43,13 @@ class PlacementSession:
     @classmethod
     def of(cls, workload: Workload, *, withdraw_previous: bool = True) -> PlacementSession:
         """Start editing ``workload``; ``withdraw_previous=False`` keeps noe's earlier placement as it is."""
-        spec = {key: copy_json(workload.spec[key]) for key in PLACEMENT_FIELDS if key in workload.spec}
         record = workload.placement_record if withdraw_previous else None
-        if record is not None:
+        source = workload.spec
+        if record is not None:  # noe's earlier placement taken out of a private copy (a DaemonSet UPDATE)
+            spec = {key: copy_json(source[key]) for key in PLACEMENT_FIELDS if key in source}
             withdraw(spec, record)
+        else:  # the fields as sent: the edits copy what they change (path copying), nothing up front
+            spec = {key: source[key] for key in PLACEMENT_FIELDS if key in source}
         pod_meta = workload.pod_meta
         meta: dict[str, Any] = {}
         if workload.kind == DAEMON_SET and "annotations" in pod_meta.raw:

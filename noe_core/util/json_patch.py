@@ -10,6 +10,7 @@ as ``~1``, as RFC 6901 requires.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
@@ -23,7 +24,13 @@ Path: TypeAlias = Sequence[str | int]
 
 def pointer(base: str, path: Path) -> str:
     """The JSON pointer of ``path`` below ``base`` (RFC 6901 escaping of ``~`` and ``/``)."""
-    return base + "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+    return base + "".join(map(_step, path))
+
+
+@functools.lru_cache(maxsize=1024)
+def _step(part: str | int) -> str:
+    """One escaped step (``kubernetes.io/arch`` → ``/kubernetes.io~1arch``); the same few recur in every patch."""
+    return "/" + str(part).replace("~", "~0").replace("/", "~1")
 
 
 class Edits:
@@ -35,6 +42,12 @@ class Edits:
     says whether the part exists there: when it does not, the first edit adds
     it whole. Operations are relative to the state the earlier ones left, as
     RFC 6902 applies them in order.
+
+    Nothing is copied up front, and nothing but ``doc`` itself is changed in
+    place: ``doc``'s members may be the object as sent, and an operation holds
+    the value it added as it is. An edit copies (shallowly) each container on its
+    path that this document has not made itself (path copying), so neither the
+    object as sent nor a recorded operation ever changes.
     """
 
     def __init__(self, doc: dict[str, Any], base: str = "", *, present: bool | None = True) -> None:
@@ -43,9 +56,11 @@ class Edits:
         self.present = present
         """``True``: exists; ``False``: absent (add it); ``None``: JSON null (replace it)."""
         self.ops: list[Operation] = []
+        self._owned: dict[int, Any] = {id(doc): doc}
+        """The containers this document made (by id, kept alive so no id is reused): the only ones it changes."""
 
     def get(self, path: Path) -> Any:
-        """The value at ``path``, or ``None`` when any step of it is missing or of another type."""
+        """The value at ``path``, or ``None`` when any step of it is missing or of another type (read only)."""
         node: Any = self.doc
         for part in path:
             if node is None:
@@ -60,6 +75,15 @@ class Edits:
                 return None
         return node
 
+    def _writable(self, parent: Any, key: str | int, child: Any) -> Any:
+        """``parent[key]``, replaced by a shallow copy of its own unless this document made it."""
+        if id(child) in self._owned:
+            return child
+        copy: Any = dict(child) if isinstance(child, Mapping) else list(child)
+        parent[key] = copy
+        self._owned[id(copy)] = copy
+        return copy
+
     def set(self, path: Path, value: Any) -> None:
         """Set the member at ``path``, creating the objects above it in one operation.
 
@@ -70,11 +94,11 @@ class Edits:
         node: Any = self.doc
         for depth, part in enumerate(path[:-1]):
             if isinstance(part, int):
-                node = node[part]
+                node = self._writable(node, part, node[part])
                 continue
             child = node.get(part)
             if isinstance(path[depth + 1], int) or isinstance(child, dict):
-                node = child
+                node = self._writable(node, part, child)
                 continue
             nested: Any = value
             for key in reversed(path[depth + 1 :]):
@@ -88,12 +112,14 @@ class Edits:
 
     def append(self, path: Path, value: Any) -> None:
         """Append ``value`` to the array at ``path``, creating the array (and what holds it) when missing."""
-        existing = self.get(path)
-        if isinstance(existing, list):
-            self._emit("add", [*path, len(existing)], value)
-            existing.append(value)
-        else:
+        if not isinstance(self.get(path), list):
             self.set(path, [value])
+            return
+        node: Any = self.doc
+        for part in path:
+            node = self._writable(node, part, node[part])
+        self._emit("add", [*path, len(node)], value)
+        node.append(value)
 
     def _materialise_root(self) -> None:
         """An absent (or null) part becomes an empty object first; the edits then fill it."""
@@ -103,7 +129,7 @@ class Edits:
         self.present = True
 
     def _emit(self, op: str, path: Path, value: Any) -> None:
-        self.ops.append({"op": op, "path": pointer(self.base, path), "value": copy_json(value)})
+        self.ops.append({"op": op, "path": pointer(self.base, path), "value": value})
 
     def operations(self) -> list[Operation]:
         """The recorded operations, in order."""

@@ -87,31 +87,38 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def check_depth(doc: object, limit: int = MAX_DEPTH) -> None:
-    """Raise :class:`TooComplex` when objects/arrays in ``doc`` nest deeper than ``limit`` (no recursion).
+    """Raise :class:`TooComplex` when objects/arrays in ``doc`` nest deeper than ``limit``.
 
     The one depth check: loaders run it on what they parsed, and the admission
     path on the object it was handed (as :class:`~noe_core.errors.InvalidObject`).
-    Written for speed: it visits every value of every admitted object once.
+    Written for speed: it visits every value of every admitted object once. It
+    recurses, but never deeper than ``limit`` + 1 frames: it stops there.
     """
-    stack: list[tuple[Iterable[object], int]] = []
-    _push(stack, doc, 1, limit)
-    while stack:
-        children, depth = stack.pop()
-        for child in children:
-            if type(child) not in _SCALARS:
-                _push(stack, child, depth + 1, limit)
-
-
-def _push(stack: list[tuple[Iterable[object], int]], value: object, depth: int, limit: int) -> None:
-    if type(value) is list:
-        children: Iterable[object] = value
-    elif type(value) is dict or isinstance(value, Mapping):
-        children = value.values()
-    else:
-        return
-    if depth > limit:
+    if not _within(doc, 1, limit):
         raise TooComplex(f"nested deeper than {limit} levels")
-    stack.append((children, depth))
+
+
+def _within(value: object, depth: int, limit: int) -> bool:
+    kind = type(value)
+    if kind is dict:
+        children: Iterable[object] = value.values()  # type: ignore[attr-defined]
+    elif kind is list:
+        children = value  # type: ignore[assignment]
+    elif kind in _SCALARS:
+        return True
+    elif isinstance(value, Mapping):
+        children = value.values()
+    elif isinstance(value, list):
+        children = value
+    else:
+        return True
+    if depth > limit:
+        return False
+    deeper = depth + 1
+    for child in children:  # noqa: SIM110 - a loop, not all(): a generator frame per container costs more
+        if type(child) not in _SCALARS and not _within(child, deeper, limit):
+            return False
+    return True
 
 
 class _BoundedLoader(yaml.SafeLoader):

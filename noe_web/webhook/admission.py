@@ -288,4 +288,7 @@ class AdmissionService:
             "coalesced": stats.coalesced,
             "registry_requests": stats.registry_requests,
         }
-        log.info("admission", extra={"fields": fields})
+        # The record made directly: the log schema names no source line, so logging's caller search
+        # (a frame walk per line) is skipped.
+        record = log.makeRecord(log.name, logging.INFO, __file__, 0, "admission", (), None, extra={"fields": fields})
+        log.handle(record)
