@@ -68,7 +68,8 @@ def _admit_callable(settings: PolicySettings) -> Callable[[dict[str, Any]], dict
             return admission_module.admit(request, settings, inspect).response
 
         return run
-    from noe_core.placement.rules import decide, images_to_inspect  # the path before admit
+    from noe_core.placement.pipeline import decide
+    from noe_core.placement.rules import images_to_inspect  # the path before admit
 
     def run_before(doc: dict[str, Any]) -> dict[str, Any]:
         request = admission_module.parse_admission_review(doc)

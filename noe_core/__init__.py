@@ -68,7 +68,8 @@ from noe_core.image.node_platform import NodePlatform, usable_on
 from noe_core.image.platform import OsVersion, Platform, parse_platform
 from noe_core.k8s.workload import Workload, read_workload
 from noe_core.name.reference import Reference, parse_reference
-from noe_core.placement.rules import Decision, decide, images_to_inspect, place
+from noe_core.placement.pipeline import decide
+from noe_core.placement.rules import Decision, images_to_inspect, place
 from noe_core.policies.rollout import ROLLOUT_LABEL, in_cohort
 from noe_core.policies.settings import PREFERRED_ARCH_LABEL, ArchToleration, PolicySettings
 from noe_core.registry.settings import RegistrySettings

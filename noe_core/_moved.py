@@ -47,7 +47,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "noe_core.quantity": ("noe_core.k8s.quantity",),
     "noe_core.resources": ("noe_core.k8s.resources",),
     "noe_core.settings": ("noe_core.policies.settings",),
-    "noe_core.policy": ("noe_core.placement.rules",),
+    "noe_core.policy": ("noe_core.placement.rules", "noe_core.placement.pipeline"),
     "noe_core.placement_session": ("noe_core.placement.session",),
     "noe_core.scheduling": ("noe_core.placement.scheduling",),
     "noe_core.image_reading": ("noe_core.placement.image_reading",),

@@ -11,16 +11,17 @@ Users check what noe will do to their workloads without a cluster::
     assert testing.schedulable(decision.obj, testing.node("n1", "arm64"))
     assert not testing.schedulable(decision.obj, testing.node("n2", "amd64"))
 
-Placement policies go through the same merge as in the cluster::
-
-    from noe_core import admit, fixed, parse_admission_review
+Placement policies go through the same pipeline as in the cluster (the merge, their ``imagePlatforms``,
+the rollout draw of a request uid, gate mode, the decision trail), and so do learned platforms::
 
     policies = testing.policies(
         testing.cluster_policy("arm-first", preferredArchitectures=[{"architecture": "arm64", "weight": 80}]),
         testing.namespace("team-a", {"env": "prod"}),
     )
-    request = parse_admission_review(testing.admission_review(testing.pod(["app:1"], namespace="team-a")))
-    admission = admit(request, PolicySettings(), fixed(lookups), policies=policies)
+    decision = testing.decide(testing.pod(["app:1"], namespace="team-a"), lookups, policies=policies)
+
+or, for an AdmissionReview, ``admit(parse_admission_review(review), PolicySettings(), fixed(lookups),
+policies=policies)``: the webhook's own path.
 
 :func:`schedulable` implements the kube-scheduler filters that depend on
 the pod spec alone (NodeName, NodeAffinity incl. nodeSelector, TaintToleration),
@@ -40,17 +41,22 @@ from typing import Any
 
 from noe_core.errors import InvalidObject, InvalidPolicy
 from noe_core.image.image_platforms import ImagePlatforms, Lookup, LookupFailure, Lookups
+from noe_core.image.learned import LearnedPlatforms
 from noe_core.image.node_platform import NodePlatform
 from noe_core.image.platform import parse_platform
 from noe_core.k8s.workload import DAEMON_SET, POD, read_workload
+from noe_core.placement.pipeline import decide as decide_one
+from noe_core.placement.rules import Decision
 from noe_core.policies.documents import read_documents
 from noe_core.policies.merge import Policies
 from noe_core.policies.objects import API_VERSION, CLUSTER_KIND, NAMESPACED_KIND
+from noe_core.policies.settings import PolicySettings
 
 __all__ = [
     "admission_review",
     "cluster_policy",
     "daemonset",
+    "decide",
     "namespace",
     "node",
     "parse_taint",
@@ -441,3 +447,31 @@ def runnable(
         if not found.usable_on(platform, levels=x86_64_levels == "nfd"):
             return False
     return True
+
+
+def decide(
+    obj: Mapping[str, Any],
+    lookups: Lookups,
+    settings: PolicySettings | None = None,
+    *,
+    policies: Policies | None = None,
+    learned: LearnedPlatforms | None = None,
+    uid: str = "",
+    operation: str = "CREATE",
+) -> Decision:
+    """The webhook's decision for a Pod or DaemonSet built here (its namespace from its metadata): the one
+    pipeline (:func:`noe_core.placement.pipeline.decide`), with the flags (``settings``, default ones), the
+    placement policies, the learned platforms and the request ``uid`` the rollout draws by."""
+    kind = DAEMON_SET if obj.get("kind") == DAEMON_SET else POD
+    namespace = str((obj.get("metadata") or {}).get("namespace") or "default")
+    return decide_one(
+        obj,
+        kind=kind,
+        operation=operation,
+        namespace=namespace,
+        lookups=lookups,
+        settings=settings or PolicySettings(),
+        policies=policies,
+        learned=learned,
+        uid=uid,
+    )

@@ -261,9 +261,18 @@ Inspect: TypeAlias = Callable[[LookupRequest], LookupResult]
 
 
 def fixed(lookups: Lookups) -> Inspect:
-    """An :data:`Inspect` that answers from ``lookups`` (an image it lacks is "not inspected")."""
+    """An :data:`Inspect` that answers from ``lookups`` (an image it lacks is "not inspected"), after the
+    platforms the request's placement policies declare, as the lookup service answers them first."""
 
     def inspect(request: LookupRequest) -> LookupResult:
-        return LookupResult({image: lookups[image] for image in request.images if image in lookups})
+        declared = request.declared
+        found: dict[str, Lookup] = {}
+        for image in request.images:
+            answer = declared.get(image) if declared is not None else None
+            if answer is None:
+                answer = lookups.get(image)
+            if answer is not None:
+                found[image] = answer
+        return LookupResult(found)
 
     return inspect

@@ -32,15 +32,16 @@ the decision's lookups are what the misplaced check judges the node by).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from noe_core.image.image_platforms import Inspect, LookupRequest, LookupResult
+from noe_core.image.image_platforms import Inspect, Lookup, LookupRequest, LookupResult, Lookups
 from noe_core.image.learned import LearnedPlatforms
 from noe_core.k8s.object_meta import label_operations as set_label
-from noe_core.k8s.workload import Workload
+from noe_core.k8s.workload import Workload, read_workload
 from noe_core.placement.gate import gate_parts, held_back
-from noe_core.placement.rules import Decision, Label, apply_rules, lookup_images
+from noe_core.placement.rules import Decision, Label, acts_on, apply_rules, lookup_images, skipped
 from noe_core.placement.session import PlacementSession
 from noe_core.policies.merge import MergedSettings, PolicySource
 from noe_core.policies.objects import GROUP
@@ -210,7 +211,7 @@ def prepare(inputs: PodInputs) -> Prepared:
     return Prepared(inputs, merged, lookup_images(workload, session), session)
 
 
-def decide(inputs: PodInputs, inspect: Inspect | None = None) -> Decision:
+def decide_pod(inputs: PodInputs, inspect: Inspect | None = None) -> Decision:
     """Both steps, with ``inspect`` answering the lookups (called once, only when there are images to read)."""
     prepared = prepare(inputs)
     if not prepared.images or inspect is None:
@@ -233,4 +234,58 @@ def pod_inputs(
     return PodInputs(workload, namespace, flags, policies, learned or NO_LEARNED, uid, operation, stage)
 
 
-__all__ = ["NO_LEARNED", "PodInputs", "Prepared", "Stage", "decide", "merged_settings", "pod_inputs", "prepare"]
+__all__ = [
+    "FALLBACK_LABEL",
+    "NO_LEARNED",
+    "PodInputs",
+    "Prepared",
+    "Stage",
+    "decide",
+    "decide_pod",
+    "merged_settings",
+    "pod_inputs",
+    "prepare",
+]
+
+
+def decide(
+    obj: Mapping[str, Any],
+    *,
+    kind: str,
+    operation: str,
+    namespace: str,
+    lookups: Lookups,
+    settings: PolicySettings,
+    dry_run: bool = False,
+    sub_resource: str = "",
+    policies: PolicySource | None = None,
+    learned: LearnedPlatforms | None = None,
+    uid: str = "",
+) -> Decision:
+    """Apply the placement contract to ``obj`` (a Pod or DaemonSet) without modifying it: the one-call form of
+    the pipeline for tests and tools that already hold the lookups (users' own policy tests, ``noe_core.testing``).
+
+    With ``policies`` the pod gets the flags merged with the placement policies that match it (their
+    ``imagePlatforms`` answer before ``lookups``), the decision trail, the rollout draw (of ``uid``) and gate
+    mode, exactly as the webhook decides; ``learned`` takes out what ``exec format error`` disproved.
+    :func:`noe_core.admission.admitting.admit` is the same decision for an AdmissionReview. ``dry_run`` does
+    not change the answer (rule 12). Raises :class:`InvalidObject` for an object noe acts on but cannot read.
+    """
+    del dry_run  # rule 12: same answer either way
+    if not acts_on(kind, operation, sub_resource):
+        return skipped(obj, kind, operation, sub_resource)
+    inputs = PodInputs(
+        read_workload(obj, kind), namespace, settings, policies, learned or NO_LEARNED, uid, operation
+    )
+    prepared = prepare(inputs)
+    if not prepared.images:
+        return prepared.decide(None)
+    declared = prepared.merged.declared
+    answers: dict[str, Lookup] = {}
+    for image in prepared.images:
+        found = declared.get(image) if declared is not None else None
+        if found is None:
+            found = lookups.get(image)
+        if found is not None:
+            answers[image] = found
+    return prepared.decide(LookupResult(answers))

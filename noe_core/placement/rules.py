@@ -52,7 +52,6 @@ __all__ = [
     "PLACEMENT_ANNOTATION",
     "Decision",
     "acts_on",
-    "decide",
     "images_to_inspect",
     "limit_warning",
     "lookup_images",
@@ -409,7 +408,7 @@ def place(
 ) -> Decision:
     """Apply the placement contract to a Pod or DaemonSet template that noe acts on (rules 1-10).
 
-    The rules alone; :func:`noe_core.pipeline.decide` adds what placement policies, learned platforms and gate
+    The rules alone; :func:`noe_core.placement.pipeline.decide` adds what placement policies, learned platforms and gate
     mode add, and is what every path of noe calls.
     """
     placed = apply_rules(
@@ -507,28 +506,3 @@ def apply_rules(
     if not patch:
         out.reasons.append("nothing to change")
     return Placement(True, patch, out, None, common, arm, nodes, fallback)
-
-
-def decide(
-    obj: Mapping[str, Any],
-    *,
-    kind: str,
-    operation: str,
-    namespace: str,
-    lookups: Lookups,
-    settings: PolicySettings,
-    dry_run: bool = False,
-    sub_resource: str = "",
-) -> Decision:
-    """Apply the placement contract to ``obj`` (a Pod or DaemonSet) without modifying it.
-
-    The one-call form for tests and tools that already hold the lookups;
-    :func:`noe_core.admission.admitting.admit` is the same decision for an AdmissionReview.
-    ``dry_run`` does not change the answer (rule 12); it is accepted so callers
-    can pass the request through unchanged. Raises :class:`InvalidObject` for an
-    object noe acts on but cannot read.
-    """
-    del dry_run  # rule 12: same answer either way
-    if not acts_on(kind, operation, sub_resource):
-        return skipped(obj, kind, operation, sub_resource)
-    return place(read_workload(obj, kind), namespace=namespace, lookups=lookups, settings=settings)

@@ -150,3 +150,39 @@ def test_policy_builders_are_judged_as_in_the_cluster() -> None:
     assert policies.namespaces["team-a"] == {"env": "prod", "kubernetes.io/metadata.name": "team-a"}
     with pytest.raises(InvalidPolicy, match="PriorityOutOfRange"):
         testing.policies(testing.cluster_policy("bad", priority=5000))
+
+
+def test_decide_is_the_webhooks_decision_policies_learned_and_gate_included() -> None:
+    """``testing.decide`` runs the one pipeline: a policy's imagePlatforms answer, its trail annotation, a
+    learned architecture left out, and gate mode, as the webhook does."""
+    import json
+
+    from noe_core.admission.admitting import admit
+    from noe_core.admission.review import parse_admission_review
+    from noe_core.image.image_platforms import fixed
+    from noe_core.image.learned import LearnedPlatforms, read_learned
+    from noe_core.policies.settings import PolicySettings
+
+    digest = "sha256:" + "a" * 64
+    lookups = {
+        "app:1": ImagePlatforms.of("linux/amd64", "linux/arm64", digest=digest),
+        "slow:1": LookupFailure("timed out after 5s", temporary=True),
+    }
+    policies = testing.policies(
+        testing.cluster_policy("declares", imagePlatforms=[{"image": "db:*", "platforms": ["linux/arm64"]}])
+    )
+    learned = LearnedPlatforms(
+        read_learned({"sha256-" + "a" * 64: json.dumps({"architectures": ["arm64"], "evidence": [], "time": "t"})})
+    )
+    pod = testing.pod(["app:1", "db:2"], namespace="team-a")
+    decision = testing.decide(pod, lookups, policies=policies)
+    assert decision.common == ("arm64",)  # db:2 answered by the policy, app:1 by the lookups
+    assert (
+        decision.obj["metadata"]["annotations"]["arch.noe.adevinta.com/policies"] == "ClusterPlacementPolicy/declares"
+    )
+    review = testing.admission_review(pod, uid="u")
+    webhook = admit(parse_admission_review(review), PolicySettings(), fixed(lookups), policies=policies)
+    assert decision.patch == webhook.decision.patch
+    assert testing.decide(testing.pod(["app:1"]), lookups, learned=learned).common == ("amd64",)
+    gated = testing.decide(testing.pod(["app:1", "slow:1"]), lookups, PolicySettings(on_lookup_failure="gate"))
+    assert gated.gated == ("slow:1",) and gated.label == "gated"

@@ -4,7 +4,7 @@ Kept only as the property tests' oracle. It applies the same rule helpers of
 :mod:`noe_core.placement.rules` to a deep copy of the whole object with the plain-dict
 form of the :mod:`noe_core.placement.scheduling` helpers (an :class:`~noe_core.util.json_patch.Edits` over
 the copy's own spec, whose recorded operations are ignored); the tests then check that the
-operations :func:`noe_core.placement.rules.decide` emits, applied to the original, give
+operations :func:`noe_core.placement.pipeline.decide` emits, applied to the original, give
 exactly the object :func:`noe_core.util.json_patch.make_patch` (the jsonpatch diff)
 describes between the original and this copy.
 """

@@ -13,7 +13,7 @@ from noe_core.admission.admitting import admit
 from noe_core.admission.review import AdmissionRequest, parse_admission_review, review_response
 from noe_core.errors import InvalidObject
 from noe_core.image.image_platforms import fixed
-from noe_core.placement.rules import decide
+from noe_core.placement.pipeline import decide
 from noe_core.policies.settings import PolicySettings
 from noe_core.util.json_patch import apply_patch
 from tests.support.paths import ROOT

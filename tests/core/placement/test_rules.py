@@ -16,7 +16,8 @@ from noe_core import testing
 from noe_core.errors import InvalidObject
 from noe_core.image.image_platforms import ImagePlatforms, Lookup
 from noe_core.image.platform import Platform
-from noe_core.placement.rules import MAX_WARNING, Decision, decide, images_to_inspect
+from noe_core.placement.pipeline import decide
+from noe_core.placement.rules import MAX_WARNING, Decision, images_to_inspect
 from noe_core.policies.settings import PREFERRED_ARCH_LABEL, PolicySettings, parse_arch_tolerations
 
 NODES = [

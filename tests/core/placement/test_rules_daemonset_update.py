@@ -13,7 +13,8 @@ import copy
 from typing import Any
 
 from noe_core import testing
-from noe_core.placement.rules import PLACEMENT_ANNOTATION, decide, images_to_inspect
+from noe_core.placement.pipeline import decide
+from noe_core.placement.rules import PLACEMENT_ANNOTATION, images_to_inspect
 from noe_core.policies.settings import ArchToleration, PolicySettings
 
 NODES = [testing.node(f"{arch}-node", arch) for arch in ("amd64", "arm64", "arm", "ppc64le")]

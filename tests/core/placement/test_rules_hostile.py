@@ -8,7 +8,7 @@ from noe_core import testing
 from noe_core.image.image_platforms import ImagePlatforms
 from noe_core.image.platform import Platform
 from noe_core.placement.messages import MAX_MESSAGE, MAX_WARNING, MAX_WARNINGS
-from noe_core.placement.rules import decide
+from noe_core.placement.pipeline import decide
 from noe_core.policies.settings import PolicySettings
 
 

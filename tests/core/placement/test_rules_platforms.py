@@ -28,7 +28,7 @@ from noe_core import testing
 from noe_core.image.image_platforms import ImagePlatforms, Lookups
 from noe_core.image.node_platform import NodePlatform
 from noe_core.image.platform import parse_platform
-from noe_core.placement.rules import decide
+from noe_core.placement.pipeline import decide
 from noe_core.policies.settings import PolicySettings
 from noe_core.util.json_patch import apply_patch, make_patch
 from tests.support.reference_policy import reference_object

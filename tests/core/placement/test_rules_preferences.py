@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from noe_core import testing
-from noe_core.placement.rules import Decision, decide
+from noe_core.placement.pipeline import decide
+from noe_core.placement.rules import Decision
 from noe_core.policies.settings import (
     PREFERRED_ARCH_LABEL,
     PolicySettings,

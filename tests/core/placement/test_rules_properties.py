@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from noe_core import testing
-from noe_core.placement.rules import decide
+from noe_core.placement.pipeline import decide
 from noe_core.policies.settings import PREFERRED_ARCH_LABEL, PolicySettings, parse_arch_tolerations
 from noe_core.util.json_patch import apply_patch, make_patch
 from tests.support.reference_policy import reference_object
