@@ -64,7 +64,7 @@ from noe_web.kube.events import (
 )
 from noe_web.kube.nodes import KubeNodes
 from noe_web.kube.pull_secrets import MAX_PULL_SECRETS, KubePullSecrets
-from noe_web.logs import ADMISSION_UID
+from noe_web.logs import ADMISSION_UID, log_fields
 from noe_web.metrics import Metrics
 from noe_web.tracing.hooks import NO_TRACING, WebhookTracing
 
@@ -228,11 +228,13 @@ class AdmissionService:
 
     # ------------------------------------------------------------------ lookups
     def _inspect(self, lookup: LookupRequest, deadline: Deadline, stats: AdmissionStats) -> LookupResult:
-        # The lookups run in a copy of this context that carries the admission's counts.
-        context = contextvars.copy_context()
-        context.run(_current_stats.set, stats)
-        budget = min(deadline.remaining() * _SECRET_SHARE, _SECRET_CAP)
-        inspection = context.run(self._lookups.inspect, lookup, deadline=deadline, secret_budget=budget)
+        # The admission's counts, for the observer: lookup threads run in copies of this context.
+        token = _current_stats.set(stats)
+        try:
+            budget = min(deadline.remaining() * _SECRET_SHARE, _SECRET_CAP)
+            inspection = self._lookups.inspect(lookup, deadline=deadline, secret_budget=budget)
+        finally:
+            _current_stats.reset(token)
         if inspection.declared:
             self.metrics.static_lookups.inc(len(inspection.declared))
         return inspection.result
@@ -288,7 +290,4 @@ class AdmissionService:
             "coalesced": stats.coalesced,
             "registry_requests": stats.registry_requests,
         }
-        # The record made directly: the log schema names no source line, so logging's caller search
-        # (a frame walk per line) is skipped.
-        record = log.makeRecord(log.name, logging.INFO, __file__, 0, "admission", (), None, extra={"fields": fields})
-        log.handle(record)
+        log_fields(log, logging.INFO, "admission", fields)
