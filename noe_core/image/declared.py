@@ -21,16 +21,13 @@ import fnmatch
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
-
-import yaml
+from typing import TypeAlias
 
 from noe_core.errors import InvalidPlatform, InvalidSettings
 from noe_core.image.image_platforms import Declared, ImagePlatforms, Lookup, LookupFailure
 from noe_core.image.platform import parse_platform
 from noe_core.util import fields
-from noe_core.util.safe_load import load_json, load_yaml
-from noe_core.util.text_file import read_text
+from noe_core.util.text_file import read_document
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -105,12 +102,7 @@ class StaticPlatforms:
     def load(cls, path: str | os.PathLike[str]) -> StaticPlatforms:
         """Read a ``.json`` file as JSON and anything else as YAML (a superset of JSON)."""
         name = os.fspath(path)
-        text = read_text(name, f"platforms file {name}")
-        data: Any
-        try:
-            data = load_json(text) if name.endswith(".json") else load_yaml(text)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise InvalidSettings(f"platforms file {name} is not valid JSON/YAML: {exc}") from None
+        data = read_document(name, f"platforms file {name}")
         if data is None:
             data = {}
         return cls.from_mapping(data, name)

@@ -6,7 +6,7 @@ values, so the policy never depends on where an answer came from.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Protocol, TypeAlias
@@ -260,19 +260,24 @@ Inspect: TypeAlias = Callable[[LookupRequest], LookupResult]
 """Images → lookups: the registry client, a platforms file, or a test's fixed answers."""
 
 
+def declared_first(images: Iterable[str], declared: Declared | None, known: Lookups) -> dict[str, Lookup]:
+    """Each image's answer: the declared platforms first (the lookup service's first rule), else ``known``'s;
+    an image in neither is left out (not inspected)."""
+    found: dict[str, Lookup] = {}
+    for image in images:
+        answer = declared.get(image) if declared is not None else None
+        if answer is None:
+            answer = known.get(image)
+        if answer is not None:
+            found[image] = answer
+    return found
+
+
 def fixed(lookups: Lookups) -> Inspect:
     """An :data:`Inspect` that answers from ``lookups`` (an image it lacks is "not inspected"), after the
     platforms the request's placement policies declare, as the lookup service answers them first."""
 
     def inspect(request: LookupRequest) -> LookupResult:
-        declared = request.declared
-        found: dict[str, Lookup] = {}
-        for image in request.images:
-            answer = declared.get(image) if declared is not None else None
-            if answer is None:
-                answer = lookups.get(image)
-            if answer is not None:
-                found[image] = answer
-        return LookupResult(found)
+        return LookupResult(declared_first(request.images, request.declared, lookups))
 
     return inspect

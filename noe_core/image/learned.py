@@ -20,15 +20,11 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import yaml
 
 from noe_core.errors import InvalidSettings
 from noe_core.image.image_platforms import ImagePlatforms, Lookup, LookupResult
 from noe_core.image.platform import normalize_arch_name
-from noe_core.util.safe_load import load_json, load_yaml
-from noe_core.util.text_file import read_text
+from noe_core.util.text_file import read_document
 
 CONFIGMAP = "noe-learned-platforms"
 MAX_ENTRIES = 256
@@ -165,12 +161,7 @@ def load_learned(path: str | os.PathLike[str]) -> LearnedPlatforms:
     (or its ``data`` alone), so a cluster's answer is reproduced offline. Entries are read as the webhook
     reads them (a malformed one skipped); a file that holds no ConfigMap is an :class:`InvalidSettings`."""
     name = os.fspath(path)
-    text = read_text(name, f"learned platforms file {name}")
-    doc: Any
-    try:
-        doc = load_json(text) if name.endswith(".json") else load_yaml(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise InvalidSettings(f"learned platforms file {name} is not valid JSON/YAML: {exc}") from None
+    doc = read_document(name, f"learned platforms file {name}")
     if isinstance(doc, Mapping) and doc.get("kind") == "ConfigMap":
         data = doc.get("data") or {}
     elif isinstance(doc, Mapping) and "kind" not in doc:

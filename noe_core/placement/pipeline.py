@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from noe_core.image.image_platforms import Inspect, Lookup, LookupRequest, LookupResult, Lookups
+from noe_core.image.image_platforms import Inspect, LookupRequest, LookupResult, Lookups, declared_first
 from noe_core.image.learned import LearnedPlatforms
 from noe_core.k8s.object_meta import label_operations as set_label
 from noe_core.k8s.workload import Workload, read_workload
@@ -219,21 +219,6 @@ def decide_pod(inputs: PodInputs, inspect: Inspect | None = None) -> Decision:
     return prepared.decide(inspect(prepared.request))
 
 
-def pod_inputs(
-    workload: Workload,
-    namespace: str,
-    flags: PolicySettings,
-    *,
-    policies: PolicySource | None = None,
-    learned: LearnedPlatforms | None = None,
-    uid: str = "",
-    operation: str = "CREATE",
-    stage: Stage = "admission",
-) -> PodInputs:
-    """:class:`PodInputs` with defaults spelled out once (``learned=None``: nothing learned)."""
-    return PodInputs(workload, namespace, flags, policies, learned or NO_LEARNED, uid, operation, stage)
-
-
 __all__ = [
     "FALLBACK_LABEL",
     "NO_LEARNED",
@@ -243,7 +228,6 @@ __all__ = [
     "decide",
     "decide_pod",
     "merged_settings",
-    "pod_inputs",
     "prepare",
 ]
 
@@ -280,12 +264,5 @@ def decide(
     prepared = prepare(inputs)
     if not prepared.images:
         return prepared.decide(None)
-    declared = prepared.merged.declared
-    answers: dict[str, Lookup] = {}
-    for image in prepared.images:
-        found = declared.get(image) if declared is not None else None
-        if found is None:
-            found = lookups.get(image)
-        if found is not None:
-            answers[image] = found
+    answers = declared_first(prepared.images, prepared.merged.declared, lookups)
     return prepared.decide(LookupResult(answers))

@@ -1,12 +1,17 @@
-"""A settings file (placement policies, declared platforms) read as UTF-8 text.
+"""A settings file (placement policies, declared or learned platforms) read as UTF-8 text, or as one document.
 
-Both stop the command with :class:`~noe_core.errors.InvalidSettings` naming the file;
-the reading and its two messages are written here once.
+Every failure stops the command with :class:`~noe_core.errors.InvalidSettings` naming the file;
+the reading and its messages are written here once.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import yaml
+
 from noe_core.errors import InvalidSettings
+from noe_core.util.safe_load import load_json, load_yaml
 
 
 def read_text(path: str, label: str) -> str:
@@ -18,3 +23,13 @@ def read_text(path: str, label: str) -> str:
         raise InvalidSettings(f"cannot read {label}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise InvalidSettings(f"{label} is not UTF-8 text") from None
+
+
+def read_document(path: str, label: str) -> Any:
+    """``path`` read as one document: JSON when it ends in ``.json``, else YAML (a superset of JSON), with
+    bounded nesting and aliases; ``InvalidSettings("LABEL is not valid JSON/YAML: …")`` otherwise."""
+    text = read_text(path, label)
+    try:
+        return load_json(text) if path.endswith(".json") else load_yaml(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise InvalidSettings(f"{label} is not valid JSON/YAML: {exc}") from None
