@@ -258,9 +258,7 @@ def decide(
     del dry_run  # rule 12: same answer either way
     if not acts_on(kind, operation, sub_resource):
         return skipped(obj, kind, operation, sub_resource)
-    inputs = PodInputs(
-        read_workload(obj, kind), namespace, settings, policies, learned or NO_LEARNED, uid, operation
-    )
+    inputs = PodInputs(read_workload(obj, kind), namespace, settings, policies, learned or NO_LEARNED, uid, operation)
     prepared = prepare(inputs)
     if not prepared.images:
         return prepared.decide(None)
