@@ -39,11 +39,13 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from noe_core.errors import InvalidObject, InvalidPolicy
+from noe_core.errors import InvalidPolicy
 from noe_core.image.image_platforms import ImagePlatforms, Lookup, LookupFailure, Lookups
 from noe_core.image.learned import LearnedPlatforms
 from noe_core.image.node_platform import NodePlatform
 from noe_core.image.platform import parse_platform
+from noe_core.k8s.node_selection import schedulable as node_schedulable
+from noe_core.k8s.node_selection import tolerates
 from noe_core.k8s.workload import DAEMON_SET, POD, read_workload
 from noe_core.placement.pipeline import decide as decide_one
 from noe_core.placement.rules import Decision
@@ -332,93 +334,10 @@ def _spec_of(pod_or_spec: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod_or_spec
 
 
-def _matches(requirement: Mapping[str, Any], value: str | None) -> bool:
-    """One requirement against one node value (``None`` = the label is absent)."""
-    operator = requirement.get("operator")
-    values = list(requirement.get("values") or [])
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt"):
-        if value is None or len(values) != 1:
-            return False
-        try:
-            have, want = int(value), int(values[0])
-        except ValueError:
-            return False
-        return have > want if operator == "Gt" else have < want
-    raise InvalidObject(f"unknown node selector operator {operator!r}")
-
-
-def _term_matches(term: Mapping[str, Any] | None, labels: Mapping[str, str], name: str) -> bool:
-    """A term matches when it has at least one requirement and all of them match (empty matches none)."""
-    expressions = (term or {}).get("matchExpressions") or []
-    fields = (term or {}).get("matchFields") or []
-    if not expressions and not fields:
-        return False
-    for expression in expressions:
-        if not _matches(expression, labels.get(expression.get("key", ""))):
-            return False
-    for expression in fields:
-        value = name if expression.get("key") == "metadata.name" else None
-        if expression.get("operator") not in ("In", "NotIn") or not _matches(expression, value):
-            return False
-    return True
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """Kubernetes' ``Toleration.ToleratesTaint``."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if not key:
-        return operator == "Exists"
-    if key != taint.get("key"):
-        return False
-    if operator == "Exists":
-        return True
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
 def schedulable(pod_or_spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """True when kube-scheduler's spec-only filters let the pod run on ``node``.
-
-    nodeName, nodeSelector, required node affinity (terms ORed, requirements ANDed,
-    ``matchFields metadata.name``) and taints: NoSchedule and NoExecute taints must be
-    tolerated; PreferNoSchedule never blocks. Preferences only rank nodes, so they
-    are ignored here.
-    """
-    spec = _spec_of(pod_or_spec)
-    metadata = node.get("metadata") or {}
-    name = str(metadata.get("name", ""))
-    labels: Mapping[str, str] = metadata.get("labels") or {}
-    node_name = spec.get("nodeName")
-    if node_name and node_name != name:
-        return False
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return False
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if required is not None:
-        terms = required.get("nodeSelectorTerms") or []
-        if not any(_term_matches(term, labels, name) for term in terms):
-            return False
-    tolerations = spec.get("tolerations") or []
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(tolerates(t, taint) for t in tolerations):
-            return False
-    return True
+    """True when kube-scheduler's spec-only filters let the pod (a Pod, a DaemonSet or a pod spec) run on
+    ``node``: :func:`noe_core.k8s.node_selection.schedulable` on its pod spec."""
+    return node_schedulable(_spec_of(pod_or_spec), node)
 
 
 def runnable(

@@ -6,4 +6,5 @@
 * :mod:`.label_selector` — label selectors (``matchLabels``, ``matchExpressions``) matched as the API server does
 * :mod:`.quantity` — resource quantities (``100m``, ``1Gi``) read exactly
 * :mod:`.resources` — a pod's CPU and memory requests as kube-scheduler counts them
+* :mod:`.node_selection` — which nodes a pod's spec lets kube-scheduler use: selectors, required affinity, taints
 """
