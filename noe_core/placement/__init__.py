@@ -11,5 +11,6 @@
 * :mod:`.ephemeral` — rule 18: ``kubectl debug``'s ephemeral containers against the pod's node
 * :mod:`.gate` — gate mode: which pods the scheduling gate holds back (``held_back``)
 * :mod:`.compatibility` — can a node run a pod's images (the controller's test for misplaced pods)
+* :mod:`.admitted` — a live pod as noe admitted it (its platform terms out), and what noe required of it
 * :mod:`.node_fit` — how many Nodes can take a pod on noe's terms, and what keeps the others out
 """

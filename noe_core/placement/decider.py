@@ -18,7 +18,9 @@ from typing import Protocol
 
 from noe_core.image.image_platforms import Lookup, LookupRequest, LookupResult, Lookups
 from noe_core.image.learned import LearnedPlatforms
+from noe_core.image.offer import Offer
 from noe_core.k8s.workload import Workload
+from noe_core.placement.admitted import as_admitted, noe_terms
 from noe_core.placement.pipeline import NO_LEARNED, PodInputs, Prepared, Stage, prepare
 from noe_core.placement.rules import Decision
 from noe_core.policies.merge import PolicySource
@@ -126,6 +128,19 @@ class Decider:
         if not prepared.images:
             return None
         return self.look_up(prepared.request, deadline=deadline).result
+
+    def admitted(
+        self, workload: Workload, namespace: str, *, deadline: Deadline | None = None
+    ) -> tuple[Decision, Offer] | None:
+        """What noe required of a live pod (:mod:`noe_core.placement.admitted`): the Decision for the pod
+        without its platform requirements (as at admission, its rollout group from its label, no gate) and the nodes noe
+        required; ``None`` when the pod's platform requirements are not noe's."""
+        before = as_admitted(workload)
+        if before is None:
+            return None
+        decision = self.decide(before, namespace, stage="admitted", deadline=deadline)
+        terms = noe_terms(decision, workload)
+        return None if terms is None else (decision, terms)
 
     def known(self, workload: Workload, namespace: str, answers: Lookups, sources: Mapping[str, str]) -> Decision:
         """A running pod's decision from answers already obtained for every pod (``noe report``,

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from noe_core.image.node_platform import AMD64, ARCH_LABEL, OS_LABEL, NodePlatform
+from noe_core.image.node_platform import AMD64, ARCH_LABEL, OS_LABEL, WINDOWS, NodePlatform
 from noe_core.image.offer import Offer
-from noe_core.k8s.node_selection import taint_text, untolerated
+from noe_core.image.platform import X86_64_MAX_LEVEL
+from noe_core.k8s.node_selection import selects, taint_text, untolerated
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -78,6 +79,22 @@ def accepts(offer: Offer, platform: NodePlatform, *, levels: bool) -> bool:
     if need is None:
         return False
     return not (levels and platform.architecture == AMD64) or platform.level >= need
+
+
+def narrowed(offer: Offer, platform_spec: Mapping[str, Any]) -> Offer:
+    """The pairs of ``offer`` a pod's own platform requirements still accept (a rollout group, a pinned
+    architecture): ``platform_spec`` holds only them (:func:`~noe_core.placement.scheduling.split_platform_terms`).
+
+    Each pair is tried on a node of that platform at the highest x86-64 level and of each Windows
+    build the offer names, so only OS and architecture narrow it; the node fit counts builds and levels.
+    """
+    kept = {}
+    for (os_name, arch), pair_offer in offer.items():
+        builds = [""] + [name for name, _ in pair_offer.builds] if os_name == WINDOWS else [""]
+        level = X86_64_MAX_LEVEL if arch == AMD64 else 1
+        if any(selects(platform_spec, NodePlatform(os_name, arch, b, level).labels(), "") for b in builds):
+            kept[(os_name, arch)] = pair_offer
+    return Offer(kept)
 
 
 @dataclass(frozen=True)
@@ -174,4 +191,4 @@ def fit(
     return NodeFit(shown, sum(totals.values()), sum(matching.values()), by_arch, tuple(kept_off))
 
 
-__all__ = ["ArchCount", "NodeFacts", "NodeFit", "accepts", "fit"]
+__all__ = ["ArchCount", "NodeFacts", "NodeFit", "accepts", "fit", "narrowed"]

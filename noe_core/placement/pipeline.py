@@ -27,7 +27,10 @@ Two pure steps, with the lookups between them (the only I/O, the caller's):
 webhook, ``noe mutate``), ``gate`` (the controller finishing a gated pod: no
 second gate, no rollout draw, as at admission for gated pods), or ``running``
 (a pod already bound to a node: every image is looked up, nothing is placed,
-the decision's lookups are what the misplaced check judges the node by).
+the decision's lookups are what the misplaced check judges the node by), or
+``admitted`` (a live pod as it was admitted, noe's terms taken out: its rollout
+group read from its label instead of drawn, no gate; ``noe why`` and the
+controller's ``NoMatchingNode`` check, :mod:`noe_core.placement.admitted`).
 """
 
 from __future__ import annotations
@@ -45,14 +48,14 @@ from noe_core.placement.rules import Decision, Label, acts_on, apply_rules, look
 from noe_core.placement.session import PlacementSession
 from noe_core.policies.merge import MergedSettings, PolicySource
 from noe_core.policies.objects import GROUP
-from noe_core.policies.rollout import draw_for, label_operations
+from noe_core.policies.rollout import ROLLOUT_LABEL, draw_for, label_operations
 from noe_core.policies.settings import PolicySettings
 from noe_core.policies.trail import trail_operations
 
 FALLBACK_LABEL = f"{GROUP}/fallback"
 """Rule 13a: ``"true"`` on a pod required onto its fallback architecture because an image could not be inspected."""
 
-Stage = Literal["admission", "gate", "running"]
+Stage = Literal["admission", "gate", "running", "admitted"]
 """Which moment of a pod's life is decided (the module docstring)."""
 
 NO_LEARNED = LearnedPlatforms()
@@ -104,7 +107,8 @@ class Prepared:
         result = inputs.learned.apply(found) if found is not None else LookupResult({})
         settings = self.merged.settings
         draw = None
-        if inputs.stage == "admission":
+        recorded = workload.labels.get(ROLLOUT_LABEL) if inputs.stage == "admitted" else None
+        if inputs.stage == "admission" or recorded is not None:
             draw = draw_for(
                 self.merged.rollout,
                 self.merged.rollout_source,
@@ -112,6 +116,7 @@ class Prepared:
                 namespace=inputs.namespace,
                 workload=workload,
                 operation=inputs.operation,
+                group=recorded,
             )
         placed = apply_rules(
             workload,

@@ -18,7 +18,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from noe_core.image.node_platform import ARCH_LABEL, BETA_ARCH_LABEL
+from noe_core.image.node_platform import (
+    ARCH_LABEL,
+    BETA_ARCH_LABEL,
+    BETA_OS_LABEL,
+    LEVEL_LABEL_PREFIX,
+    OS_LABEL,
+    WINDOWS_BUILD_LABEL,
+)
 from noe_core.util.json_patch import Edits, copy_json
 
 ARCH_LABELS = (ARCH_LABEL, BETA_ARCH_LABEL)
@@ -30,6 +37,7 @@ PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
 """The pod spec fields noe edits; an :class:`Edits` over a pod spec holds only these."""
 _TERMS = ("affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms")
 _PREFERRED_PATH = ("affinity", "nodeAffinity", PREFERRED)
+_PLATFORM_KEYS = frozenset({ARCH_LABEL, BETA_ARCH_LABEL, OS_LABEL, BETA_OS_LABEL, WINDOWS_BUILD_LABEL})
 
 
 def _edits(target: dict[str, Any] | Edits) -> Edits:
@@ -345,3 +353,53 @@ def _ending(expressions: list[Any], recorded: list[list[dict[str, Any]]]) -> lis
         if tail and all(isinstance(e, dict) and _same_requirement(e, m) for e, m in zip(tail, noe_term, strict=True)):
             return noe_term
     return None
+
+
+def is_platform_key(key: object) -> bool:
+    """A node label noe's terms use: OS, architecture, Windows build, x86-64 level (GA or beta)."""
+    return isinstance(key, str) and (key in _PLATFORM_KEYS or key.startswith(LEVEL_LABEL_PREFIX))
+
+
+def split_platform_terms(spec: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``spec`` as two placement specs: without the platform requirements, and with only them.
+
+    Required terms keep their order; a term left empty on one side is dropped (the same term
+    twice, once noe's platforms are taken out of terms noe multiplied, is kept once). The first
+    spec is what the pod was like before noe required platforms of it — deciding it again
+    gives what noe would require — and the second the platforms the pod requires now.
+    """
+    rest: dict[str, Any] = {k: v for k, v in spec.items() if k not in ("nodeSelector", "affinity")}
+    only: dict[str, Any] = {}
+    selector = spec.get("nodeSelector") or {}
+    if isinstance(selector, Mapping):
+        if mine := {k: v for k, v in selector.items() if is_platform_key(k)}:
+            only["nodeSelector"] = mine
+        if theirs := {k: v for k, v in selector.items() if not is_platform_key(k)}:
+            rest["nodeSelector"] = theirs
+    affinity = copy_json(spec.get("affinity")) if isinstance(spec.get("affinity"), Mapping) else None
+    node_affinity = affinity.get("nodeAffinity") if affinity else None
+    required = node_affinity.pop(REQUIRED, None) if isinstance(node_affinity, dict) else None
+    if isinstance(required, Mapping):
+        kept: list[dict[str, Any]] = []
+        platform: list[dict[str, Any]] = []
+        for term in required.get("nodeSelectorTerms") or ():
+            if not isinstance(term, Mapping):
+                continue
+            expressions = [e for e in term.get("matchExpressions") or () if isinstance(e, Mapping)]
+            other = {**term, "matchExpressions": [e for e in expressions if not is_platform_key(e.get("key"))]}
+            if not other["matchExpressions"]:
+                del other["matchExpressions"]
+            if not _is_empty_term(other) and other not in kept:
+                kept.append(other)
+            if ours := [e for e in expressions if is_platform_key(e.get("key"))]:
+                platform.append({"matchExpressions": ours})
+        if kept:
+            node_affinity[REQUIRED] = {**required, "nodeSelectorTerms": kept}  # type: ignore[index]
+        if platform:
+            only["affinity"] = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": platform}}}
+    if affinity:
+        if isinstance(node_affinity, dict) and not node_affinity:
+            del affinity["nodeAffinity"]
+        if affinity:
+            rest["affinity"] = affinity
+    return rest, only

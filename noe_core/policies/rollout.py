@@ -80,6 +80,8 @@ class RolloutDraw:
     uid: str
     namespace: str
     workload: str
+    group: str | None = None
+    """The group a live pod was placed in (its :data:`ROLLOUT_LABEL`), taken instead of a new draw."""
 
     @property
     def rolled_back(self) -> bool:
@@ -96,7 +98,7 @@ class RolloutDraw:
         if arch not in common or len(common) < 2:
             return None
         drawn = bucket(self.uid)
-        cohort = drawn < self.percent
+        cohort = drawn < self.percent if self.group is None else self.group == arch
         allowed = frozenset({arch}) if cohort else common - {arch}
         return RolloutArm(arch, cohort, allowed, drawn, self.percent)
 
@@ -106,10 +108,8 @@ class RolloutDraw:
         back = f" ({self.workload} rolled back: percent 0)" if self.rolled_back else ""
         group = f"cohort ({arm.architecture})" if arm.cohort else "control"
         sign = "<" if arm.cohort else ">="
-        return (
-            f"rollout{where}: bucket {arm.bucket} {sign} {arm.percent}{back}: {group}, "
-            f"required in {', '.join(sorted(arm.allowed))}"
-        )
+        drawn = f"bucket {arm.bucket} {sign} {arm.percent}{back}" if self.group is None else "the pod's label"
+        return f"rollout{where}: {drawn}: {group}, required in {', '.join(sorted(arm.allowed))}"
 
 
 def label_operations(meta: ObjectMeta, value: str, earlier: Sequence[Operation]) -> tuple[Operation, ...]:
@@ -118,9 +118,17 @@ def label_operations(meta: ObjectMeta, value: str, earlier: Sequence[Operation])
 
 
 def draw_for(
-    rollout: Rollout | None, source: PolicyRef | None, *, uid: str, namespace: str, workload: Workload, operation: str
+    rollout: Rollout | None,
+    source: PolicyRef | None,
+    *,
+    uid: str,
+    namespace: str,
+    workload: Workload,
+    operation: str,
+    group: str | None = None,
 ) -> RolloutDraw | None:
-    """The rollout a Pod CREATE is subject to (``None`` for anything else, or when no policy sets one)."""
+    """The rollout a Pod CREATE is subject to (``None`` for anything else, or when no policy sets one);
+    ``group``: the group a live pod was placed in, taken as drawn."""
     if rollout is None or workload.kind != POD or operation != "CREATE" or workload.node_name:
         return None
-    return RolloutDraw(rollout, source, uid, namespace, workload_of(workload.meta))
+    return RolloutDraw(rollout, source, uid, namespace, workload_of(workload.meta), group)

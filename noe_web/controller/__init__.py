@@ -25,5 +25,6 @@ client (:mod:`noe_web.kube.client`), never Flask or gunicorn.
 * :mod:`.policy_reports` — ``--policy-reports``: the report's PolicyReports kept up to date per namespace
 * :mod:`.reconciler` — misplaced pods and ``exec format error``
 * :mod:`.gates` — finishing pods the webhook gated: placement and gate removal in one patch
+* :mod:`.unsatisfiable` — Pending pods noe placed that no node can take: ``NoMatchingNode``, the gauge
 * :mod:`.metrics` — the controller's metrics and ``/metrics``, ``/livez``, ``/readyz``
 """

@@ -55,6 +55,16 @@ class ControllerMetrics:
             "Age of the oldest pod waiting behind noe's scheduling gate.",
             registry=r,
         )
+        self.no_matching_node = Counter(
+            "noe_controller_no_matching_node_total",
+            "Pending pods noe placed that no Ready, schedulable node satisfies (one NoMatchingNode Event each).",
+            registry=r,
+        )
+        self.unsatisfiable = Gauge(
+            "noe_controller_unsatisfiable_pods",
+            "Pods noe placed that are Pending now because no Ready, schedulable node satisfies noe's terms.",
+            registry=r,
+        )
         self.gate_outcomes = Counter(
             "noe_controller_gate_outcomes_total", "Gated pods finished, by outcome.", ["outcome"], registry=r
         )

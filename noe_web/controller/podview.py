@@ -7,7 +7,8 @@ images of containers and image volumes, pull secrets, node, gates, phase,
 readiness, container states with their messages cut short, ``deletionTimestamp``
 (a terminating pod is never evicted); with ``keep_requests``, what the
 PolicyReports need to count requests)
-and :func:`slim_node` keeps a node's name, architecture and OS. Gated pods are
+and :func:`slim_node` keeps a node's name, platform, readiness, cordon and taints (a Pending pod's
+placement fields and ``PodScheduled`` condition are kept too: whether any node is left for it). Gated pods are
 read again in full before the controller edits them.
 """
 
@@ -20,8 +21,10 @@ from typing import Any
 from noe_core.image.node_platform import ARCH_LABEL, OS_LABEL, NodePlatform
 from noe_core.image.platform import normalize_architecture, normalize_os
 from noe_core.placement.gate import SCHEDULING_GATE, gates_of
+from noe_core.placement.node_fit import NodeFacts
 
 EXEC_FORMAT_ERROR = "exec format error"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 MAX_MESSAGE = 512
 
 
@@ -70,6 +73,21 @@ def _image_volumes(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields kube-scheduler filters nodes by: nodeSelector, required node affinity, tolerations."""
+    out: dict[str, Any] = {}
+    if isinstance(spec.get("nodeSelector"), Mapping) and spec["nodeSelector"]:
+        out["nodeSelector"] = spec["nodeSelector"]
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = node_affinity.get(REQUIRED) if isinstance(node_affinity, Mapping) else None
+    if isinstance(required, Mapping):
+        out["affinity"] = {"nodeAffinity": {REQUIRED: required}}
+    if isinstance(spec.get("tolerations"), list) and spec["tolerations"]:
+        out["tolerations"] = spec["tolerations"]
+    return out
+
+
 def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, Any]:
     """The fields of a Pod the controller reads, in the Pod's own shape (so ``read_workload`` takes it).
 
@@ -114,6 +132,15 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, A
         for c in status.get("conditions") or ()
         if isinstance(c, Mapping) and c.get("type") == "Ready"
     ]
+    if not spec.get("nodeName"):
+        # a Pending pod: what the scheduler said, and what it filters nodes by (NoMatchingNode); a bound
+        # pod's copy would cost every pod of a large cluster for nothing
+        out_spec.update(_placement(spec))
+        conditions += [
+            {k: c.get(k) for k in ("type", "status", "reason", "message") if isinstance(c.get(k), str)}
+            for c in status.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == "PodScheduled"
+        ]
     statuses = []
     for key in ("initContainerStatuses", "containerStatuses"):
         for cs in status.get(key) or ():
@@ -149,6 +176,8 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
         "os": str(labels.get(OS_LABEL) or info.get("operatingSystem") or ""),
         "build": platform.windows_build,
         "level": platform.level,
+        # readiness, cordon and taints: whether a Pending pod noe placed has any node left (NoMatchingNode)
+        "facts": NodeFacts.from_node(node),
     }
 
 
@@ -162,7 +191,16 @@ def node_platform(node: Mapping[str, Any]) -> NodePlatform:
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
-    return any(c.get("status") == "True" for c in pod["status"]["conditions"])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod["status"]["conditions"])
+
+
+def unschedulable_because(pod: Mapping[str, Any]) -> str | None:
+    """The scheduler's message when it found no node for the pod (``PodScheduled=False``, reason
+    ``Unschedulable``), else ``None``: only then can noe's own terms be what keeps it Pending."""
+    for c in pod["status"]["conditions"]:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            return str(c.get("message") or "")
+    return None
 
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:

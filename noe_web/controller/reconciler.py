@@ -23,7 +23,9 @@ recorded in the cluster so that it holds across leaders, and the pod looked at
 again when its back-off ends; a budget's 429 retried with backoff); a bare or
 DaemonSet pod gets a Warning ``IncompatibleNode`` and is left alone; a Ready pod
 is left alone, and so is a terminating one (``deletionTimestamp`` set: it is
-going already).
+going already). A Pending pod noe placed that the scheduler finds unschedulable
+and no Ready, schedulable node can take on noe's terms gets one Warning
+``NoMatchingNode`` (:mod:`~.unsatisfiable`).
 
 Examining a pod whose images are warm costs no API or registry request, so
 an unchanged cluster costs nothing beyond the two watches.
@@ -62,6 +64,7 @@ from noe_web.controller.podview import (
     slim_pod,
 )
 from noe_web.controller.rollouts import Rollouts
+from noe_web.controller.unsatisfiable import UnsatisfiableCheck
 from noe_web.controller.workqueue import WorkQueue
 from noe_web.kube.client import KubeClient
 from noe_web.kube.errors import KubeError
@@ -150,6 +153,14 @@ class Controller:
         self.queue: WorkQueue[Key] = WorkQueue()
         self._said = Remembered()
         self._logs_read = Remembered()
+        self.unsatisfiable = UnsatisfiableCheck(
+            placement=decider.admitted,
+            nodes=self.nodes.values,
+            actions=actions,
+            metrics=metrics,
+            said=self._said.first,
+            levels=s.x86_64_levels,
+        )
         self._budget_retries: dict[str, int] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -284,6 +295,7 @@ class Controller:
         """Look at one pod; seconds after which to look again, or ``None``."""
         pod = self.pods.get(key)
         if pod is None:
+            self.unsatisfiable.observe(key, None)
             return None
         self.examined += 1
         self.metrics.pods_examined.inc()
@@ -292,6 +304,8 @@ class Controller:
             return self.gates.finish(namespace, name)
         node_name = pod["spec"].get("nodeName")
         node = self.nodes.get(("", node_name)) if node_name else None
+        # a Pending pod noe placed that no node can take (NoMatchingNode); a bound or gated one is forgotten
+        self.unsatisfiable.observe(key, pod if not node_name else None)
         if node is None:
             if self.rollouts is not None:
                 self.rollouts.observe(key, pod)

@@ -41,6 +41,7 @@ REQUIRED_ALERTS = {
     "NoeRegistryRateLimitLow",
     "NoePolicyWatchStale",
     "NoeRolloutRolledBack",
+    "NoePlacementUnsatisfiable",
 }
 # Grafana's variables, replaced by what Prometheus would receive.
 GRAFANA_VARIABLES = {

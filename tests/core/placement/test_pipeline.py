@@ -41,6 +41,8 @@ from noe_core.k8s.owners import Owners
 from noe_core.k8s.workload import POD, read_workload
 from noe_core.placement.compatibility import unsupported_images
 from noe_core.placement.decider import Decider, FixedLearned, KnownAnswers
+from noe_core.placement.node_fit import NodeFacts, fit
+from noe_core.placement.scheduling import split_platform_terms
 from noe_core.policies.documents import read_documents
 from noe_core.policies.settings import PolicySettings
 from noe_core.registry.lookup_service import LookupService
@@ -270,3 +272,38 @@ def test_every_path_agrees_on_where_the_pod_may_run(
         assert runnable == arch_of(left_alone) & interest, (runnable, left_alone)
     else:
         assert runnable == set()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=policy_docs(), pod=pods(), learned_data=learned_entries, flags=flag_settings)
+def test_the_live_pod_gives_back_the_nodes_the_webhook_required(
+    docs: list[dict[str, Any]], pod: dict[str, Any], learned_data: dict[str, set[str]], flags: PolicySettings
+) -> None:
+    """``noe why`` and the controller's NoMatchingNode check read the pod as it lives (noe's terms in its spec):
+    :meth:`Decider.admitted` must find the nodes the webhook's Decision required, rollout group included."""
+    namespace = pod["metadata"]["namespace"]
+    found = read_documents([*docs, *(testing.namespace(n, labels) for n, labels in NAMESPACES.items())], "test")
+    learned = LearnedPlatforms(
+        read_learned(
+            {
+                data_key(digest): json.dumps({"architectures": sorted(archs), "evidence": ["x/y"], "time": "t"})
+                for digest, archs in learned_data.items()
+            }
+        )
+    )
+    decider = Decider(flags, SERVICE, found.as_policies(), FixedLearned(learned))
+    decision = decider.decide(read_workload(pod, POD), namespace, uid="admitted-uid")
+    live = read_workload(decision.obj, POD)
+    again = decider.admitted(live, namespace)
+    _, platform = split_platform_terms(live.spec)
+    if not decision.allowed or decision.gated or decision.nodes is None or not platform:
+        assert again is None or not decision.allowed or decision.gated or decision.nodes is None
+        return
+    required = {pair for pair, offer in decision.nodes.items() if not offer.empty}
+    assert again is not None, decision.reasons
+    assert set(again[1]) == required
+    # the same nodes, counted the way the scheduler would filter them
+    where = nodes_where(decision.obj)
+    facts = [NodeFacts.from_node({**n, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}) for n in NODES]
+    counted = fit(again[1], facts, live.spec.get("tolerations") or [], levels=False)
+    assert counted.matching >= len(where)
