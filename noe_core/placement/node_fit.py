@@ -20,10 +20,7 @@ from noe_core.image.node_platform import AMD64, ARCH_LABEL, OS_LABEL, WINDOWS, N
 from noe_core.image.offer import Offer
 from noe_core.image.platform import X86_64_MAX_LEVEL
 from noe_core.k8s.node_selection import selects, taint_text, untolerated
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+from noe_core.util.fields import lenient_mapping
 
 
 @dataclass(frozen=True)
@@ -39,9 +36,9 @@ class NodeFacts:
     @classmethod
     def from_node(cls, node: Mapping[str, Any]) -> NodeFacts:
         """Read a v1 Node as the API serves it; missing or malformed parts read as absent (never raises)."""
-        meta, spec, status = (_mapping(node.get(k)) for k in ("metadata", "spec", "status"))
-        labels = {str(k): v for k, v in _mapping(meta.get("labels")).items() if isinstance(v, str)}
-        info = _mapping(status.get("nodeInfo"))
+        meta, spec, status = (lenient_mapping(node.get(k)) for k in ("metadata", "spec", "status"))
+        labels = {str(k): v for k, v in lenient_mapping(meta.get("labels")).items() if isinstance(v, str)}
+        info = lenient_mapping(status.get("nodeInfo"))
         if ARCH_LABEL not in labels and isinstance(info.get("architecture"), str):
             labels[ARCH_LABEL] = info["architecture"]
         if OS_LABEL not in labels and isinstance(info.get("operatingSystem"), str):

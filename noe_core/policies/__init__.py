@@ -7,6 +7,7 @@ below the placement rules that apply them.
 * :mod:`.settings` — the placement settings and their flag syntax: ``PolicySettings``, ``ArchToleration``
 * :mod:`.objects` — ``ClusterPlacementPolicy`` / ``PlacementPolicy`` documents → validated frozen values
 * :mod:`.merge` — which settings a pod gets: ``PolicySet``, the one ``merge``, ``Policies``
+* :mod:`.selection` — which policies select a pod and which do not, with the reason (``noe why``)
 * :mod:`.documents` — policy files (``--policy FILE``) with ``Namespace`` documents for their labels
 * :mod:`.status` — what noe says of each policy: the ``Accepted`` condition (``Verdict``)
 * :mod:`.rollout` — rollout at admission: the cohort draw, the ``arch.noe.adevinta.com/rollout`` label

@@ -5,6 +5,7 @@
 * :mod:`.pricing` — ``--prices`` / ``--memory-prices``: exact monthly costs per architecture
 * :mod:`.plan` — the migration plan's values: steps, upgrades, savings
 * :mod:`.planner` — the plan computed: the target, the savings, the rebuild order (``with_plan``)
+* :mod:`.why` — ``noe why``'s answer for one pod: policies, images, allowed nodes, node counts, a verdict
 * :mod:`.policy_reports` — the report as ``wgpolicyk8s.io/v1alpha2`` PolicyReports, one per namespace
 * :mod:`.version_tags` — version tags (``1.2.3``, ``v2``) and which newer tags to try (``newer_tags``)
 """

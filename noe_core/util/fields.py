@@ -56,6 +56,12 @@ def mapping(
     return value
 
 
+def lenient_mapping(value: object) -> Mapping[str, Any]:
+    """``value`` as an object, anything else as empty: for reads that report what they find and never
+    refuse (a Node's or a live pod's status for ``noe why`` and the controller)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def array(
     value: object, path: str, *, required: bool = False, missing: str = "", error: ErrorType = InvalidObject
 ) -> list[Any]:

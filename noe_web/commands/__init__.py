@@ -55,6 +55,7 @@ def build_parser(prog: str = "noe") -> argparse.ArgumentParser:
     from noe_web.commands.serve import add_serve_parser  # noqa: PLC0415
     from noe_web.controller.command import add_controller_parser  # noqa: PLC0415
     from noe_web.report.command import add_report_parser  # noqa: PLC0415
+    from noe_web.report.why import add_why_parser  # noqa: PLC0415
 
     add_certs: SubcommandAdder
     try:
@@ -66,7 +67,8 @@ def build_parser(prog: str = "noe") -> argparse.ArgumentParser:
             raise
         add_certs = _needs_web_extra("certs", exc.name)
     parser = build_core_parser(
-        extra=(add_serve_parser, add_controller_parser, add_certs, add_report_parser, add_cache_parser), prog=prog
+        extra=(add_serve_parser, add_controller_parser, add_certs, add_report_parser, add_why_parser, add_cache_parser),
+        prog=prog,
     )
     parser.epilog = "Without a COMMAND, the arguments are serve's, as the Go Noe's image runs it."
     return parser

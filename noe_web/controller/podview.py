@@ -22,6 +22,7 @@ from noe_core.image.node_platform import ARCH_LABEL, OS_LABEL, NodePlatform
 from noe_core.image.platform import normalize_architecture, normalize_os
 from noe_core.placement.gate import SCHEDULING_GATE, gates_of
 from noe_core.placement.node_fit import NodeFacts
+from noe_core.report.why import PodState
 
 EXEC_FORMAT_ERROR = "exec format error"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -197,10 +198,7 @@ def is_ready(pod: Mapping[str, Any]) -> bool:
 def unschedulable_because(pod: Mapping[str, Any]) -> str | None:
     """The scheduler's message when it found no node for the pod (``PodScheduled=False``, reason
     ``Unschedulable``), else ``None``: only then can noe's own terms be what keeps it Pending."""
-    for c in pod["status"]["conditions"]:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
-            return str(c.get("message") or "")
-    return None
+    return PodState.from_pod(pod).unschedulable
 
 
 def is_terminating(pod: Mapping[str, Any]) -> bool:

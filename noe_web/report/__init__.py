@@ -10,4 +10,5 @@ The answer itself is computed by :mod:`noe_core.report`, with no I/O.
 * :mod:`.table` — the terminal table and the number formats
 * :mod:`.spreadsheet` — ``-o csv``: one row per workload
 * :mod:`.html` — the self-contained HTML page (``templates/report.html.j2``)
+* :mod:`.why` — ``noe why POD``: one pod read from the live cluster and explained
 """

@@ -62,3 +62,11 @@ UPGRADE_HINTS = Flag(
     help="for each image of the plan with a version tag, look for a newer tag that offers the target "
     "(one tag list and at most 5 lookups per image; only when a registry is asked)",
 )
+WHY_OUTPUT = Flag(
+    "--output",
+    Choice(("table", "json", "yaml")),
+    short="-o",
+    env=False,
+    default="table",
+    help="standard output format: table, json or yaml (keys in README, `noe why`)",
+)

@@ -3,6 +3,7 @@
     GET  /api/v1/namespaces/NS/secrets/NAME   → the Secret put with ``add_secret``; 404/403 Status otherwise
     GET  /api/v1/nodes/NAME                   → the Node put with ``add_node``; 404, or 403 with ``nodes_forbidden``
     POST /api/v1/namespaces/NS/events         → 201, the Event recorded in ``events``
+    GET  /api/v1/namespaces/NS/events         → those Events, filtered by ``fieldSelector`` (involvedObject.*)
     GET  /api/v1/[namespaces/NS/]pods, /apis/apps/v1/[namespaces/NS/]replicasets,
          /apis/batch/v1/[namespaces/NS/]jobs  → the objects put with ``add_objects``, paginated
          with ``limit`` and an opaque ``continue`` token as the API server does (items
@@ -297,6 +298,26 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, _status(404, "NotFound", f'nodes "{parts[3]}" not found'))
             else:
                 self._send(200, node)
+            return
+        if method == "GET" and len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "events":
+            # a list with the API server's fieldSelector on involvedObject.* (equality, ANDed by commas)
+            query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+            wanted = [term.split("=", 1) for term in query.get("fieldSelector", "").split(",") if "=" in term]
+
+            def field(event: dict[str, Any], path: str) -> str:
+                value: Any = event
+                for step in path.split("."):
+                    value = value.get(step) if isinstance(value, dict) else None
+                return "" if value is None else str(value)
+
+            with state.lock:
+                items = [
+                    e
+                    for e in state.events
+                    if e.get("metadata", {}).get("namespace") == parts[3]
+                    and all(field(e, key) == value for key, value in wanted)
+                ]
+            self._send(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
             return
         if method == "POST" and len(parts) == 5 and parts[:2] == ["api", "v1"] and parts[4] == "events":
             if not isinstance(body, dict) or body.get("metadata", {}).get("namespace") != parts[3]:
