@@ -209,8 +209,8 @@ def test_policies_that_matched_and_those_that_did_not(
     cluster.add("namespaces", testing.namespace("shop", {"env": "dev"}))
     pod = testing.pod([arm64_only], name="web", namespace="shop", labels={"app": "web"})
     pod["metadata"]["uid"] = str(uuid.uuid4())
-    cluster.add("pods", testing.decide(pod, testing.platforms({arm64_only: ARM64}),
-                                       policies=testing.policies(*policies, testing.namespace("shop", {"env": "dev"}))).obj)  # fmt: skip
+    in_cluster = testing.policies(*policies, testing.namespace("shop", {"env": "dev"}))
+    cluster.add("pods", testing.decide(pod, testing.platforms({arm64_only: ARM64}), policies=in_cluster).obj)
     answer = why(kubeconfig, "web")
     assert answer["policies"] == [
         {
