@@ -265,3 +265,41 @@ def test_home_kubeconfig_is_the_default(kubectl: Kubectl, api_b: FakeKubeAPI) ->
     api_b.write_kubeconfig(kubectl.home / ".kube" / "config", token="token-b")
     assert workloads(kubectl.report()) == ["web-b"]
     assert who_asked(api_b) == {"token:token-b"}
+
+
+def test_why_through_kubectl_reads_the_pod_of_the_contexts_namespace(
+    kubectl: Kubectl, test_ca: CA, tmp_path: Path
+) -> None:
+    """``kubectl noe why``: the pod of the kubeconfig context's namespace, through kubectl's plugin mechanism."""
+    from noe_core import testing
+    from tests.support.fake_cluster import start_fake_cluster
+
+    with start_fake_cluster(test_ca, tokens=("token-why",)) as cluster:
+        for name, arch in (("x1", "amd64"), ("a1", "arm64")):
+            node = testing.node(name, arch)
+            node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+            cluster.add("nodes", node)
+        submitted = testing.pod(["amd:1"], name="web-a", namespace="shop")
+        pod = testing.decide(submitted, testing.platforms({"amd:1": PLATFORMS["amd:1"]})).obj
+        pod["spec"]["nodeName"] = "a1"  # bound where its image does not run
+        cluster.add("pods", pod)
+        path = kubeconfig(
+            tmp_path / "kc",
+            clusters=[cluster_entry("c", cluster.api)],
+            users={"u": "token-why"},
+            contexts={"shop": ("c", "u")},
+            current="shop",
+        )
+        doc = yaml.safe_load(path.read_text())
+        doc["contexts"][0]["context"]["namespace"] = "shop"
+        path.write_text(yaml.safe_dump(doc))
+        proc = kubectl("noe", "why", "pod/web-a", "--kubeconfig", str(path), "--platforms", str(kubectl.platforms),
+                       "-o", "json")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        answer = json.loads(proc.stdout)
+        assert (answer["pod"]["namespace"], answer["verdict"]) == ("shop", "misplaced")
+        assert answer["allowed"] == [{"os": "linux", "architecture": "amd64", "windowsBuild": None, "level": None}]
+        assert answer["images"] == [{"image": "amd:1", "platforms": ["linux/amd64"], "source": "declared",
+                                     "error": None}]  # fmt: skip
+        missing = kubectl("noe", "why", "nowhere", "--kubeconfig", str(path), "--platforms", str(kubectl.platforms))
+        assert missing.returncode == 1 and missing.stderr.startswith("noe why: pod shop/nowhere not read: ")
