@@ -14,7 +14,8 @@ read again in full before the controller edits them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ from noe_core.report.why import PodState
 
 EXEC_FORMAT_ERROR = "exec format error"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_REPEATED = frozenset({"namespace", "creationTimestamp", "deletionTimestamp"})
+"""Metadata strings many pods share (a namespace; the second a Deployment's replicas were created in)."""
 MAX_MESSAGE = 512
 
 
@@ -46,10 +49,13 @@ def _state(state: Any) -> dict[str, Any]:
     return out
 
 
-def _containers(spec: Mapping[str, Any], key: str, keep_requests: bool = False) -> list[dict[str, Any]]:
+def _containers(
+    spec: Mapping[str, Any], key: str, keep_requests: bool = False
+) -> tuple[list[dict[str, Any]], Hashable | None]:
+    """The containers as kept, and a cheap key of them for :class:`SharedParts` (``None``: hash them whole)."""
     items = spec.get(key)
     if not isinstance(items, list):
-        return []
+        return [], ()
     out: list[dict[str, Any]] = []
     for c in items:
         if not isinstance(c, Mapping):
@@ -58,7 +64,7 @@ def _containers(spec: Mapping[str, Any], key: str, keep_requests: bool = False) 
         if keep_requests:
             kept.update((k, c[k]) for k in ("resources", "restartPolicy") if k in c)
         out.append(kept)
-    return out
+    return out, None if keep_requests else tuple((c["name"], c["image"]) for c in out)
 
 
 def _image_volumes(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -72,6 +78,59 @@ def _image_volumes(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         if isinstance(source, Mapping) and isinstance(source.get("reference"), str):
             out.append({"name": str(volume.get("name") or ""), "image": {"reference": source["reference"]}})
     return out
+
+
+def _frozen(value: Any) -> Hashable:
+    """A hashable stand-in for decoded JSON, equal exactly when the values are equal (bools apart from ints)."""
+    kind = type(value)
+    if kind is dict:
+        return ("d", tuple((k, _frozen(v)) for k, v in value.items()))
+    if kind is list:
+        return ("l", tuple(_frozen(v) for v in value))
+    return (kind.__name__, value)
+
+
+class SharedParts:
+    """Equal parts of many pods kept once: the labels, owner, containers and statuses of one workload's pods,
+    and the strings they repeat (namespace, node, image, timestamps).
+
+    A large cluster's pods are mostly replicas: what sets one apart from its siblings is its name, uid and
+    resourceVersion. Parts are found by a hash of their content and compared whole, so no second copy of
+    a part is kept as its key. An explicit cache, bounded: past ``limit`` parts it starts again (parts
+    already handed out stay shared by the pods that hold them). The parts are never edited: the controller
+    only reads pods.
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self._parts: dict[int, list[Any]] = {}
+        self._count = 0
+        self._limit = limit
+
+    def part(self, value: Any, key: Hashable | None = None) -> Any:
+        """``value``, or an equal part already kept; ``key``: a cheaper stand-in of its content to hash
+        (equal values give equal keys; by default :func:`_frozen`)."""
+        digest = hash(_frozen(value) if key is None else key)
+        kept = self._parts.get(digest)
+        if kept is None:
+            if self._count >= self._limit:
+                self._parts.clear()
+                self._count = 0
+            self._parts[digest] = [value]
+        else:
+            for found in kept:
+                if found == value and type(found) is type(value):
+                    return found
+            kept.append(value)
+        self._count += 1
+        return value
+
+    def __len__(self) -> int:
+        return self._count
+
+
+def _text(value: Any) -> Any:
+    """A string many pods repeat (a namespace, a node, a timestamp), stored once."""
+    return sys.intern(value) if type(value) is str else value
 
 
 def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,12 +148,14 @@ def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, Any]:
+def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False, shared: SharedParts | None = None) -> dict[str, Any]:
     """The fields of a Pod the controller reads, in the Pod's own shape (so ``read_workload`` takes it).
 
     ``keep_requests`` also keeps the containers' resources, sidecar restart policies and the
-    pod's overhead and resources: what :func:`noe_core.k8s.resources.pod_requests` reads.
+    pod's overhead and resources: what :func:`noe_core.k8s.resources.pod_requests` reads. ``shared``
+    keeps the parts pods repeat once (:class:`SharedParts`): the controller's cache of every pod.
     """
+    share = (shared if shared is not None else SharedParts()).part
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
@@ -104,36 +165,42 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, A
         for o in meta.get("ownerReferences") or ()
         if isinstance(o, Mapping) and o.get("controller") is True
     ]
+    bound = bool(spec.get("nodeName"))
     out_meta: dict[str, Any] = {
-        k: meta[k]
-        for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+        k: _text(meta[k]) if k in _REPEATED else meta[k]
+        for k in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp")
         if k in meta
     }
+    if not bound and "resourceVersion" in meta:  # a gated pod's patch tests it; a bound pod is never patched
+        out_meta["resourceVersion"] = meta["resourceVersion"]
     if owners:
-        out_meta["ownerReferences"] = owners
+        out_meta["ownerReferences"] = share(owners, tuple(tuple(o.values()) for o in owners))
     labels = meta.get("labels")
     if isinstance(labels, Mapping) and labels:
         # every label: placement policies select pods by them (podSelector), as the webhook matched them
-        out_meta["labels"] = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
-    out_spec: dict[str, Any] = {"containers": _containers(spec, "containers", keep_requests)}
-    if init := _containers(spec, "initContainers", keep_requests):
-        out_spec["initContainers"] = init
+        kept = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+        out_meta["labels"] = share(kept, tuple(kept.items()))
+    out_spec: dict[str, Any] = {"containers": share(*_containers(spec, "containers", keep_requests))}
+    init, init_key = _containers(spec, "initContainers", keep_requests)
+    if init:
+        out_spec["initContainers"] = share(init, init_key)
     if volumes := _image_volumes(spec):
-        out_spec["volumes"] = volumes
+        out_spec["volumes"] = share(volumes)
+    if spec.get("nodeName"):
+        out_spec["nodeName"] = _text(spec["nodeName"])
     for key in (
-        "nodeName",
         "imagePullSecrets",
         "schedulingGates",
         *(("overhead", "resources") if keep_requests else ()),
     ):
         if spec.get(key):
-            out_spec[key] = spec[key]
+            out_spec[key] = share(spec[key])
     conditions = [
         {"type": "Ready", "status": c.get("status")}
         for c in status.get("conditions") or ()
         if isinstance(c, Mapping) and c.get("type") == "Ready"
     ]
-    if not spec.get("nodeName"):
+    if not bound:
         # a Pending pod: what the scheduler said, and what it filters nodes by (NoMatchingNode); a bound
         # pod's copy would cost every pod of a large cluster for nothing
         out_spec.update(_placement(spec))
@@ -152,15 +219,23 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False) -> dict[str, A
                         "image": str(cs.get("image") or ""),
                         "imageID": str(cs.get("imageID") or ""),
                         "restartCount": int(cs.get("restartCount") or 0),
-                        "state": _state(cs.get("state")),
-                        "lastState": _state(cs.get("lastState")),
+                        "state": share(_state(cs.get("state"))),
+                        "lastState": share(_state(cs.get("lastState"))),
                     }
                 )
-    out_status: dict[str, Any] = {"conditions": conditions, "containerStatuses": statuses}
+    # the kept states are shared parts already: their identity stands for their content in the key
+    statuses_key = tuple((c["name"], c["image"], c["imageID"], c["restartCount"], id(c["state"]), id(c["lastState"]))
+                         for c in statuses)  # fmt: skip
+    out_status: dict[str, Any] = {
+        "conditions": share(conditions, tuple(tuple(c.items()) for c in conditions)),
+        "containerStatuses": share(statuses, statuses_key),
+    }
     if isinstance(status.get("phase"), str):
-        out_status["phase"] = status["phase"]
-    if isinstance(status.get("startTime"), str):
-        out_status["startTime"] = status["startTime"]
+        out_status["phase"] = _text(status["phase"])
+    ready = any(c["status"] == "True" for c in conditions if c["type"] == "Ready")
+    if isinstance(status.get("startTime"), str) and not ready:
+        # how long a pod has not been Ready (a rollout's failing pods): a Ready pod's start is never read
+        out_status["startTime"] = _text(status["startTime"])
     return {"metadata": out_meta, "spec": out_spec, "status": out_status}
 
 

@@ -55,6 +55,7 @@ from noe_web.controller.metrics import ControllerMetrics
 from noe_web.controller.podview import (
     EXEC_FORMAT_ERROR,
     ContainerState,
+    SharedParts,
     containers,
     is_gated,
     is_ready,
@@ -133,7 +134,7 @@ class Controller:
         self.pods = Informer(
             kube,
             "/api/v1/pods",
-            slim=functools.partial(slim_pod, keep_requests=s.keep_requests),
+            slim=functools.partial(slim_pod, keep_requests=s.keep_requests, shared=SharedParts()),
             on_change=self._pod_changed,
             on_restart=lambda reason: metrics.watch_restarts.labels("pods", reason).inc(),
             page_size=s.page_size,
