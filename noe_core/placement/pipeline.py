@@ -105,6 +105,17 @@ class Prepared:
         inputs = self.inputs
         workload = inputs.workload
         result = inputs.learned.apply(found) if found is not None else LookupResult({})
+        if inputs.stage == "running":  # nothing is placed: the lookups are the answer (the misplaced check's)
+            return Decision(
+                True,
+                workload.obj,
+                warnings=result.warnings,
+                reasons=("a running pod: its images' platforms, as every path reads them",),
+                lookups=result.lookups,
+                sources=result.sources,
+                policies=self.merged.names,
+                label="allowed",
+            )
         settings = self.merged.settings
         draw = None
         recorded = workload.labels.get(ROLLOUT_LABEL) if inputs.stage == "admitted" else None

@@ -236,7 +236,15 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False, shared: Shared
     if isinstance(status.get("startTime"), str) and not ready:
         # how long a pod has not been Ready (a rollout's failing pods): a Ready pod's start is never read
         out_status["startTime"] = _text(status["startTime"])
-    return {"metadata": out_meta, "spec": out_spec, "status": out_status}
+    # whole spec and status parts too: a workload's Ready replicas on one node differ in neither
+    spec_part = share(out_spec, tuple((k, _identity(v)) for k, v in out_spec.items()))
+    status_part = share(out_status, tuple((k, _identity(v)) for k, v in out_status.items()))
+    return {"metadata": out_meta, "spec": spec_part, "status": status_part}
+
+
+def _identity(value: Any) -> Hashable:
+    """A kept value's stand-in in a key: a shared part by identity, a string or number as itself."""
+    return id(value) if isinstance(value, list | dict) else value
 
 
 def slim_node(node: dict[str, Any]) -> dict[str, Any]:

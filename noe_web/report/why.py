@@ -28,6 +28,7 @@ from noe_core import NoeError
 from noe_core.cli.flags import LOOKUP_TIMEOUT, PLATFORMS, add_flags, require
 from noe_core.cli.output import dump
 from noe_core.cli.policy_options import add_policy_arguments, policy_settings_from_args
+from noe_core.cli.registry_options import node_keychain_from_args, registry_settings_from_args
 from noe_core.errors import InvalidObject, InvalidSettings
 from noe_core.k8s.workload import POD, read_workload
 from noe_core.placement.admitted import as_admitted
@@ -113,6 +114,11 @@ def _run(ns: argparse.Namespace, err: TextIO, environ: Mapping[str, str]) -> Why
 
     name = pod_name(ns.pod)
     settings = policy_settings_from_args(ns)
+    # every flag judged before anything is read: a bad one is a usage error naming it
+    registry_settings_from_args(ns)
+    node_keychain_from_args(ns)
+    require(ns, PLATFORMS)
+    shared = shared_cache_config(ns)
     config = discover(require(ns, KUBECONFIG), environ, context=ns.context or None, home=True)
     if config is None:
         raise InvalidSettings("no Kubernetes API: give --kubeconfig, set $KUBECONFIG, or run in a pod")
@@ -138,7 +144,7 @@ def _run(ns: argparse.Namespace, err: TextIO, environ: Mapping[str, str]) -> Why
         from noe_web.kube.pull_secrets import KubePullSecrets  # noqa: PLC0415
 
         secrets = None if require(ns, PLATFORMS) else KubePullSecrets(client, pool, remember=True)
-        service = report_service(ns, pool, secrets, shared_cache_config(ns))
+        service = report_service(ns, pool, secrets, shared)
         decider = Decider(settings, service, policies, FixedLearned(learned), lookup_timeout=ns.lookup_timeout)
         deadline = Deadline.after(ns.lookup_timeout)
         placed = decider.admitted(workload, namespace, deadline=deadline)

@@ -39,6 +39,7 @@ BASE: dict[str, list[str]] = {
     "report": ["--filename=examples/pod.yaml", "--platforms=examples/platforms.json"],
     "controller": ["--metrics-addr="],  # without --kubeconfig and outside a cluster it stops with exit 2
     "policy explain": ["--filename=examples/pod.yaml"],
+    "why": ["web", f"--kubeconfig={MISSING}"],  # every flag is judged before the kubeconfig is read
 }
 
 
@@ -60,6 +61,8 @@ FREE_TEXT = {
     ("inspect", "--containerd-config"),
     ("serve", "--containerd-config"),
     ("report", "--containerd-config"),
+    ("why", "--docker-config"),
+    ("why", "--containerd-config"),
     ("serve", "--state-dir"),  # created when missing
     ("serve", "--cache-dir"),  # created when missing; unusable: a warning and the in-memory cache
     ("serve", "--control-socket"),  # created by gunicorn
@@ -231,7 +234,7 @@ def test_every_bad_value_is_one_usage_line(
 def test_every_command_and_kind_is_covered() -> None:
     """The walk reaches all five commands, and each takes flags of several kinds on both paths."""
     commands = {c for c, _, _, _ in CASES}
-    assert commands == {"mutate", "inspect", "serve", "certs", "report", "controller", "policy explain"}
+    assert commands == {"mutate", "inspect", "serve", "certs", "report", "controller", "policy explain", "why"}
     assert sum(1 for _, _, a, _ in CASES if a) > 100
     assert sum(1 for _, _, _, e in CASES if e) > 100
 
