@@ -118,8 +118,12 @@ class PolicySet:
                 namespaced.setdefault(policy.ref.namespace, []).append(policy)
         self.namespaced: dict[str, tuple[PlacementPolicy, ...]] = {k: tuple(v) for k, v in namespaced.items()}
         self._count = len(ordered)
+        # which cluster policies a namespace's labels select depends only on those with a selector: the
+        # answer per outcome of those few is kept, so a namespace never seen before costs their matching alone
+        self._selective = tuple(i for i, p in enumerate(self.cluster) if not p.namespace_selector.everything)
+        self._by_outcome: dict[tuple[int, ...], tuple[tuple[PlacementPolicy, bool], ...]] = {}
         self._by_labels: dict[frozenset[tuple[str, str]], tuple[tuple[PlacementPolicy, bool], ...]] = {}
-        self._merged: dict[tuple[int, str, tuple[int, ...]], tuple[PolicySettings, MergedSettings]] = {}
+        self._merged: dict[tuple[int, str | None, tuple[int, ...]], tuple[PolicySettings, MergedSettings]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -139,11 +143,23 @@ class PolicySet:
         key = frozenset(labels.items())
         found = self._by_labels.get(key)
         if found is None:
-            found = tuple((p, p.pod_selector.everything) for p in self.cluster if p.namespace_selector.matches(labels))
+            cluster = self.cluster
+            outcome = tuple(i for i in self._selective if cluster[i].namespace_selector.matches(labels))
+            found = self._by_outcome.get(outcome)
+            if found is None:
+                chosen = set(outcome)
+                found = tuple(
+                    (p, p.pod_selector.everything)
+                    for i, p in enumerate(cluster)
+                    if i in chosen or p.namespace_selector.everything
+                )
             with self._lock:
                 if len(self._by_labels) > 4096:  # namespaces come and go: a bound, not a leak
                     self._by_labels.clear()
+                if len(self._by_outcome) > 4096:
+                    self._by_outcome.clear()
                 self._by_labels[key] = found
+                self._by_outcome[outcome] = found
         return found
 
     def matching(
@@ -174,7 +190,9 @@ class PolicySet:
             return MergedSettings(base, declared=declared)
         if declared is not None:
             return merge(base, matched, namespace=namespace, declared=declared)
-        key = (id(base), namespace, tuple(id(p) for p in matched))  # the policies live as long as this set
+        # the policies live as long as this set; the namespace changes the merge only through strictness
+        strict = namespace in base.strict_namespaces or any(p.strict for p in matched)
+        key = (id(base), namespace if strict else None, tuple(id(p) for p in matched))
         found = self._merged.get(key)
         if found is not None and found[0] is base:
             return found[1]

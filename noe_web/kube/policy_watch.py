@@ -36,6 +36,7 @@ users' tests call (``docs/policies.md``).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -101,15 +102,22 @@ def slim_policy(kind: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
 
 
 def slim_namespace(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Namespace as the webhook keeps it: its name, and its labels as selectors read them (with
+    ``kubernetes.io/metadata.name``), the one copy both the watch cache and the policies' index use.
+
+    Label keys and values repeat across thousands of Namespaces (``team``, ``env=prod``): each is
+    stored once.
+    """
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     assert isinstance(meta, dict)
     labels = meta.get("labels")
     clean = (
-        {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+        {sys.intern(k): sys.intern(v) for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
         if isinstance(labels, dict)
         else {}
     )
-    return {"metadata": {"name": str(meta.get("name") or ""), "labels": clean}}
+    name = str(meta.get("name") or "")
+    return {"metadata": {"name": name, "labels": namespace_labels(name, clean)}}
 
 
 class PolicyWatch:
@@ -288,7 +296,7 @@ class PolicyWatch:
         if new is None:
             self._namespaces.pop(name, None)
         else:
-            self._namespaces[name] = namespace_labels(name, new["metadata"]["labels"])
+            self._namespaces[name] = new["metadata"]["labels"]
 
     def _read_namespace(self, name: str) -> Mapping[str, str] | None:
         """A namespace the watch has not delivered yet: one short GET (remembered until its event arrives)."""
@@ -301,7 +309,7 @@ class PolicyWatch:
             return None
         if not isinstance(obj, dict):
             return None
-        labels = namespace_labels(name, slim_namespace(obj)["metadata"]["labels"])
+        labels: Mapping[str, str] = slim_namespace(obj)["metadata"]["labels"]
         self._namespaces.setdefault(name, labels)
         return labels
 
