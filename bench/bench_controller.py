@@ -39,6 +39,17 @@ AFTER (this branch; the stand-in's WatchList gate off, its cache paging)::
 The memory per pod is the controller's pod representation (unchanged here); the first reconcile
 went from 3.8-5.2x a bare list to 2.1x (items decoded one at a time, the cache frozen out of the
 collector's generations after the list, each pod examined once).
+
+COMPACT VIEW (issue #30: parts replicas repeat kept once, strings interned, a bound pod's
+resourceVersion and a Ready pod's startTime not kept, a running pod's decision its lookups alone)::
+
+      20000 pods  1000 nodes  list 1.10 s  first  3.57 s (3.2x list)  examined 1.00/pod  rss  84.0 MiB
+      60000 pods  3000 nodes  list 4.03 s  first  9.63 s (2.4x list)  examined 1.00/pod  rss 133.7 MiB
+      rss per pod (slope 20000→60000): 1,304 B/pod; at 150,000 pods ≈ 246 MiB
+
+tracemalloc of the kept pods (20,000): 6,156 B/pod of Python objects before, 1,351 after. The
+first reconcile is the pod list itself (decoding and slimming each pod while the workers examine
+them): about 2.5x a bare list that only decodes, not the 1.3x the issue asks.
 """
 
 from __future__ import annotations

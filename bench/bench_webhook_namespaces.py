@@ -30,6 +30,15 @@ Figures on the 2-core machine (10,000 Namespaces, 1,000 policies, 10,000 request
 How noe lists does not change what the webhook holds per Namespace; the ~140 MiB the cluster adds
 (over three processes) and the p99 are the next thing to work on (issue #30), and the p99 of one
 sequential run moves by tens of percent between runs here.
+
+    AFTER issue #30 (one copy of a Namespace's labels, interned; the merge remembered per matched set,
+    not per Namespace; cluster policies found from the few with a namespaceSelector; 5,000 requests)
+    baseline: 10 namespaces, 0 policies     159.3     0.97     1.84
+    10000 namespaces, 1000 policies        188.8     0.98     1.90
+    ratio                                  1.19x    1.01x    1.03x
+
+The memory was the merge cache: 4,096 merged settings, one per Namespace, where a few distinct
+policy sets exist (the namespace matters to a merge only when it is strict).
 """
 
 from __future__ import annotations
