@@ -106,16 +106,23 @@ class ClusterReader:
         data = found.get("data") if isinstance(found, Mapping) else None
         return LearnedPlatforms(read_learned(data)), ()
 
-    def policies(self) -> tuple[Policies | None, tuple[str, ...]]:
+    def policies(self, namespace: str = "") -> tuple[Policies | None, tuple[str, ...]]:
         """The cluster's placement policies and Namespaces, listed once, judged as the webhook judges them
-        (``None`` with a note when the CRDs are not installed or cannot be listed: the flags alone apply)."""
+        (``None`` with a note when the CRDs are not installed or cannot be listed: the flags alone apply).
+
+        ``namespace``: only what can concern that namespace's pods (``noe why``): the cluster policies, that
+        namespace's policies, and that one Namespace.
+        """
+        from urllib.parse import quote  # noqa: PLC0415
+
         from noe_web.kube.errors import KubeError, NotFound  # noqa: PLC0415
 
+        where = f"namespaces/{quote(namespace, safe='')}/" if namespace else ""
         docs: list[Mapping[str, Any]] = []
         try:
             for kind, plural in ((CLUSTER_KIND, "clusterplacementpolicies"), (NAMESPACED_KIND, "placementpolicies")):
-                items = self.client.list_objects(f"/apis/{GROUP}/{VERSION}/{plural}")
-                docs.extend({**item, "kind": kind} for item in items)
+                path = f"/apis/{GROUP}/{VERSION}/{where if kind == NAMESPACED_KIND else ''}{plural}"
+                docs.extend({**item, "kind": kind} for item in self.client.list_objects(path))
         except NotFound:
             return None, ()
         except KubeError as exc:
@@ -123,7 +130,11 @@ class ClusterReader:
         found = read_documents(docs, "the cluster")
         if found.as_policies().policy_set.reads_namespace_labels:  # else a namespace's name is all they read
             try:
-                docs.extend({**item, "kind": "Namespace"} for item in self.client.list_objects("/api/v1/namespaces"))
+                if namespace:
+                    docs.append({**self.client.call("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}"),
+                                 "kind": "Namespace"})  # fmt: skip
+                else:
+                    docs.extend({**i, "kind": "Namespace"} for i in self.client.list_objects("/api/v1/namespaces"))
             except KubeError as exc:
                 return None, (f"Namespaces not read ({exc}): placement policies not applied",)
             found = read_documents(docs, "the cluster")

@@ -35,22 +35,19 @@ from noe_core.placement.admitted import as_admitted
 from noe_core.placement.decider import Decider, FixedLearned
 from noe_core.placement.node_fit import NodeFacts
 from noe_core.placement.scheduling import split_platform_terms
-from noe_core.policies.documents import read_documents
-from noe_core.policies.merge import Policies, namespace_labels
-from noe_core.policies.objects import API_VERSION, CLUSTER_KIND, GROUP, NAMESPACED_KIND
+from noe_core.policies.merge import namespace_labels
 from noe_core.policies.selection import PolicyVerdict, policy_verdicts
 from noe_core.report.why import PodState, Why, explain, table
 from noe_core.util.deadline import Deadline
 from noe_web.flags import CONTEXT, KUBECONFIG, NAMESPACE, NOE_NAMESPACE, SHARED_CACHE_BOUNDED_FLAGS
 from noe_web.kube.client import KubeClient
-from noe_web.kube.errors import KubeError, NotFound
+from noe_web.kube.errors import KubeError
 from noe_web.registry_cache import shared_cache_config
 from noe_web.report.flags import API_TIMEOUT, WHY_OUTPUT
 from noe_web.report.inventory import ClusterReader
 from noe_web.report.lookups import report_service
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
-_VERSION = API_VERSION.split("/", 1)[1]
 
 
 class UnreadablePod(NoeError):
@@ -132,8 +129,9 @@ def _run(ns: argparse.Namespace, err: TextIO, environ: Mapping[str, str]) -> Why
         workload = read_workload(pod, POD)
     except InvalidObject as exc:
         raise UnreadablePod(f"pod {namespace}/{name} cannot be read as a pod: {exc}") from exc
-    policies = _policies(client, namespace, err)
     reader = ClusterReader(client)
+    policies, notes = reader.policies(namespace)
+    _say(err, notes)
     from noe_web.kube.namespace import own_namespace  # noqa: PLC0415
 
     learned, notes = reader.learned(ns.noe_namespace or own_namespace())
@@ -182,35 +180,6 @@ def _unbound(pod: Mapping[str, Any]) -> dict[str, Any]:
     spec = dict(pod.get("spec") or {})
     spec.pop("nodeName", None)
     return {**pod, "spec": spec}
-
-
-def _policies(client: KubeClient, namespace: str, err: TextIO) -> Policies | None:
-    """The cluster's policies and those of ``namespace`` (``None``: the CRDs are not installed, or unreadable),
-    judged as the webhook judges them; the Namespace is read only when a cluster policy reads its labels."""
-    docs: list[Mapping[str, Any]] = []
-    paths = (
-        (CLUSTER_KIND, f"/apis/{GROUP}/{_VERSION}/clusterplacementpolicies"),
-        (NAMESPACED_KIND, f"/apis/{GROUP}/{_VERSION}/namespaces/{quote(namespace, safe='')}/placementpolicies"),
-    )
-    try:
-        for kind, path in paths:
-            docs.extend({**item, "kind": kind} for item in client.list_objects(path))
-    except NotFound:
-        return None
-    except KubeError as exc:
-        _say(err, (f"placement policies not read ({exc}): the flags alone apply",))
-        return None
-    found = read_documents(docs, "the cluster")
-    if found.as_policies().policy_set.reads_namespace_labels:
-        try:
-            item = client.call("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}")
-        except KubeError as exc:
-            _say(err, (f"namespace {namespace} not read ({exc}): its labels are taken as none",))
-        else:
-            docs.append({**item, "kind": "Namespace"})
-            found = read_documents(docs, "the cluster")
-    _say(err, tuple(f"policy ignored: {rejected}" for rejected in found.rejected))
-    return found.as_policies()
 
 
 def _events(client: KubeClient, namespace: str, uid: str) -> list[tuple[str, str]]:
