@@ -36,17 +36,22 @@ def _short(value: Any) -> str:
     return value[:MAX_MESSAGE] if isinstance(value, str) else ""
 
 
-def _state(state: Any) -> dict[str, Any]:
+def _state(state: Any) -> tuple[dict[str, Any], Hashable]:
+    """A container state as kept (its reason and message cut short), and a key of it for :class:`SharedParts`."""
     out: dict[str, Any] = {}
-    if not isinstance(state, Mapping):
-        return out
+    if not isinstance(state, dict):
+        return out, ()
+    key: tuple[Hashable, ...] = ()
     for phase in ("waiting", "terminated"):
         part = state.get(phase)
-        if isinstance(part, Mapping):
-            out[phase] = {"reason": _short(part.get("reason")), "message": _short(part.get("message"))}
-    if isinstance(state.get("running"), Mapping):
+        if isinstance(part, dict):
+            reason, message = _short(part.get("reason")), _short(part.get("message"))
+            out[phase] = {"reason": reason, "message": message}
+            key += (phase, reason, message)
+    if isinstance(state.get("running"), dict):
         out["running"] = {}
-    return out
+        key += ("running",)
+    return out, key
 
 
 def _containers(
@@ -58,7 +63,7 @@ def _containers(
         return [], ()
     out: list[dict[str, Any]] = []
     for c in items:
-        if not isinstance(c, Mapping):
+        if not isinstance(c, dict):
             continue
         kept: dict[str, Any] = {"name": str(c.get("name") or ""), "image": str(c.get("image") or "")}
         if keep_requests:
@@ -74,8 +79,8 @@ def _image_volumes(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         return []
     out = []
     for volume in items:
-        source = volume.get("image") if isinstance(volume, Mapping) else None
-        if isinstance(source, Mapping) and isinstance(source.get("reference"), str):
+        source = volume.get("image") if isinstance(volume, dict) else None
+        if isinstance(source, dict) and isinstance(source.get("reference"), str):
             out.append({"name": str(volume.get("name") or ""), "image": {"reference": source["reference"]}})
     return out
 
@@ -109,7 +114,10 @@ class SharedParts:
     def part(self, value: Any, key: Hashable | None = None) -> Any:
         """``value``, or an equal part already kept; ``key``: a cheaper stand-in of its content to hash
         (equal values give equal keys; by default :func:`_frozen`)."""
-        digest = hash(_frozen(value) if key is None else key)
+        try:
+            digest = hash(_frozen(value) if key is None else key)
+        except TypeError:  # the cheap key holds a list or an object (a field of another type than the API's)
+            digest = hash(_frozen(value))
         kept = self._parts.get(digest)
         if kept is None:
             if self._count >= self._limit:
@@ -128,6 +136,16 @@ class SharedParts:
         return self._count
 
 
+def _list(value: Any) -> list[Any]:
+    """An array as the API gives it; nothing for anything else (a field of another type is not read)."""
+    return value if type(value) is list else []
+
+
+def _count(value: Any) -> int:
+    """A count as the API gives it (an integer), 0 for anything else."""
+    return value if type(value) is int else 0
+
+
 def _text(value: Any) -> Any:
     """A string many pods repeat (a namespace, a node, a timestamp), stored once."""
     return sys.intern(value) if type(value) is str else value
@@ -136,12 +154,12 @@ def _text(value: Any) -> Any:
 def _placement(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The fields kube-scheduler filters nodes by: nodeSelector, required node affinity, tolerations."""
     out: dict[str, Any] = {}
-    if isinstance(spec.get("nodeSelector"), Mapping) and spec["nodeSelector"]:
+    if isinstance(spec.get("nodeSelector"), dict) and spec["nodeSelector"]:
         out["nodeSelector"] = spec["nodeSelector"]
     affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    required = node_affinity.get(REQUIRED) if isinstance(node_affinity, Mapping) else None
-    if isinstance(required, Mapping):
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = node_affinity.get(REQUIRED) if isinstance(node_affinity, dict) else None
+    if isinstance(required, dict):
         out["affinity"] = {"nodeAffinity": {REQUIRED: required}}
     if isinstance(spec.get("tolerations"), list) and spec["tolerations"]:
         out["tolerations"] = spec["tolerations"]
@@ -156,14 +174,14 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False, shared: Shared
     keeps the parts pods repeat once (:class:`SharedParts`): the controller's cache of every pod.
     """
     share = (shared if shared is not None else SharedParts()).part
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-    assert isinstance(meta, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+    assert isinstance(meta, dict) and isinstance(spec, dict) and isinstance(status, dict)
     owners = [
         {k: o.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
-        for o in meta.get("ownerReferences") or ()
-        if isinstance(o, Mapping) and o.get("controller") is True
+        for o in _list(meta.get("ownerReferences"))
+        if isinstance(o, dict) and o.get("controller") is True
     ]
     bound = bool(spec.get("nodeName"))
     out_meta: dict[str, Any] = {
@@ -176,7 +194,7 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False, shared: Shared
     if owners:
         out_meta["ownerReferences"] = share(owners, tuple(tuple(o.values()) for o in owners))
     labels = meta.get("labels")
-    if isinstance(labels, Mapping) and labels:
+    if isinstance(labels, dict) and labels:
         # every label: placement policies select pods by them (podSelector), as the webhook matched them
         kept = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
         out_meta["labels"] = share(kept, tuple(kept.items()))
@@ -197,8 +215,8 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False, shared: Shared
             out_spec[key] = share(spec[key])
     conditions = [
         {"type": "Ready", "status": c.get("status")}
-        for c in status.get("conditions") or ()
-        if isinstance(c, Mapping) and c.get("type") == "Ready"
+        for c in _list(status.get("conditions"))
+        if isinstance(c, dict) and c.get("type") == "Ready"
     ]
     if not bound:
         # a Pending pod: what the scheduler said, and what it filters nodes by (NoMatchingNode); a bound
@@ -206,21 +224,21 @@ def slim_pod(pod: dict[str, Any], *, keep_requests: bool = False, shared: Shared
         out_spec.update(_placement(spec))
         conditions += [
             {k: c.get(k) for k in ("type", "status", "reason", "message") if isinstance(c.get(k), str)}
-            for c in status.get("conditions") or ()
-            if isinstance(c, Mapping) and c.get("type") == "PodScheduled"
+            for c in _list(status.get("conditions"))
+            if isinstance(c, dict) and c.get("type") == "PodScheduled"
         ]
     statuses = []
     for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in status.get(key) or ():
-            if isinstance(cs, Mapping):
+        for cs in _list(status.get(key)):
+            if isinstance(cs, dict):
                 statuses.append(
                     {
                         "name": str(cs.get("name") or ""),
                         "image": str(cs.get("image") or ""),
                         "imageID": str(cs.get("imageID") or ""),
-                        "restartCount": int(cs.get("restartCount") or 0),
-                        "state": share(_state(cs.get("state"))),
-                        "lastState": share(_state(cs.get("lastState"))),
+                        "restartCount": _count(cs.get("restartCount")),
+                        "state": share(*_state(cs.get("state"))),
+                        "lastState": share(*_state(cs.get("lastState"))),
                     }
                 )
     # the kept states are shared parts already: their identity stands for their content in the key
@@ -248,10 +266,10 @@ def _identity(value: Any) -> Hashable:
 
 
 def slim_node(node: dict[str, Any]) -> dict[str, Any]:
-    meta = node.get("metadata") if isinstance(node.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
-    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
-    assert isinstance(labels, Mapping)
+    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    assert isinstance(labels, dict)
     info = (node.get("status") or {}).get("nodeInfo") or {}
     platform = NodePlatform.from_labels({str(k): str(v) for k, v in labels.items()})
     return {
@@ -314,7 +332,7 @@ def containers(pod: Mapping[str, Any]) -> Iterator[ContainerState]:
             part.get("message", "")
             for state in (cs["state"], cs["lastState"])
             for part in state.values()
-            if isinstance(part, Mapping)
+            if isinstance(part, dict)
         ]
         waiting = cs["state"].get("waiting") or {}
         yield ContainerState(

@@ -52,6 +52,7 @@ from noe_web.controller.eviction_record import EvictionKey
 from noe_web.controller.gates import GateFinisher, created_at
 from noe_web.controller.learning import Learning
 from noe_web.controller.metrics import ControllerMetrics
+from noe_web.controller.pod_fields import POD_LIST
 from noe_web.controller.podview import (
     EXEC_FORMAT_ERROR,
     ContainerState,
@@ -140,6 +141,7 @@ class Controller:
             page_size=s.page_size,
             watch_seconds=s.watch_seconds,
             streaming=True,  # from the watch cache; every write it leads to is checked by the API server
+            schema=POD_LIST,  # a page decoded only as far as slim_pod reads
         )
         self.nodes = Informer(
             kube,

@@ -8,6 +8,7 @@
 * :mod:`.nodes` — a Node's platform for rule 18, one GET per node, kept briefly
 * :mod:`.pull_secrets` — a pod's ``imagePullSecrets`` → one keychain, problems as warnings
 * :mod:`.list_stream` — a list answer decoded item by item as it arrives, never held whole
+* :mod:`.list_schema` — a list page decoded by msgspec only as far as a cache keeps its items
 * :mod:`.informer` — list-then-watch caches (streamed, watch-cache or consistent lists), relist in place on 410 Gone
 * :mod:`.learned_watch` — the ConfigMap ``noe-learned-platforms``, watched in every webhook worker
 * :mod:`.policy_watch` — the cluster's placement policies and Namespaces, watched in every webhook worker

@@ -44,6 +44,7 @@ from noe_web.kube.errors import (
     error_for_status,
 )
 from noe_web.kube.exec_plugin import ExecCredentialError, ExecCredentialSource
+from noe_web.kube.list_schema import ListSchema
 from noe_web.kube.list_stream import read_list
 
 USER_AGENT = "noe-webhook"
@@ -319,16 +320,22 @@ class KubeClient:
         on_item: Callable[[dict[str, Any]], None],
         *,
         timeout: float,
+        schema: ListSchema | None = None,
     ) -> dict[str, Any]:
         """One list request whose items are decoded and handed to ``on_item`` one at a time as they arrive.
 
         Returns the list's ``metadata`` (``resourceVersion``, ``continue``). The
         answer is never held whole (:mod:`noe_web.kube.list_stream`), so a server
-        that ignores ``limit`` costs no more memory than one that pages.
+        that ignores ``limit`` costs no more memory than one that pages; a page is
+        decoded by ``schema`` when one is given, only as far as the caller keeps.
         """
         resp = self._request("GET", path, params=params, stream=True, timeout=timeout)
         try:
-            rest = read_list(resp.iter_content(CHUNK), lambda item: on_item(item) if isinstance(item, dict) else None)
+            rest = read_list(
+                resp.iter_content(CHUNK),
+                lambda item: on_item(item) if isinstance(item, dict) else None,
+                schema=schema,
+            )
         except requests.RequestException as exc:
             raise Unavailable(f"GET {path}: broken off ({type(exc).__name__})") from exc
         except ValueError as exc:

@@ -49,7 +49,8 @@ thread; an object that comes back unchanged is not a change. After each
 complete list the surviving objects are moved out of the garbage collector's
 generations (``gc.freeze``): they live as long as the cache, and a collector
 that scanned them at every full collection made decoding a large list three
-times slower.
+times slower. A page is decoded
+only as far as ``schema`` reads, when one is given (:mod:`noe_web.kube.list_schema`).
 
 The watch resumes from the last version seen (bookmarks move it forward on a
 quiet resource); ``410 Gone`` means list again. Connection errors are retried
@@ -78,6 +79,7 @@ from typing import Any
 
 from noe_web.kube.client import KubeClient
 from noe_web.kube.errors import Gone, KubeError, NotFound, TooLargeResourceVersion
+from noe_web.kube.list_schema import ListSchema
 
 log = logging.getLogger("noe.kube.informer")
 
@@ -121,8 +123,11 @@ class Informer:
         on_absent: Callable[[bool], None] = lambda absent: None,
         consistent: bool = False,
         streaming: bool = False,
+        schema: ListSchema | None = None,
     ) -> None:
         self.kube, self.path = kube, path
+        self.schema = schema
+        """The fields ``slim`` reads, as a list page is decoded into them (:mod:`noe_web.kube.list_schema`)."""
         self._slim, self._on_change, self._on_restart = slim, on_change, on_restart
         self.page_size, self.watch_seconds = page_size, watch_seconds
         self.absent_retry, self._on_absent = absent_retry, on_absent
@@ -302,7 +307,7 @@ class Informer:
 
         while True:
             on_page = 0
-            meta = self.kube.list_streamed(self.path, params, take, timeout=LIST_TIMEOUT)
+            meta = self.kube.list_streamed(self.path, params, take, timeout=LIST_TIMEOUT, schema=self.schema)
             listed += on_page
             list_version = list_version or str(meta.get("resourceVersion") or "")
             token = meta.get("continue")

@@ -13,23 +13,35 @@ returned whole, wherever they come in the object. One hostile item nested too
 deep for ``json`` is cut as :func:`noe_core.safe_load.load_json_cut` cuts it,
 so the items around it are still read. Text that is not a JSON object with an
 ``items`` array raises ``ValueError``.
+
+With a :class:`~noe_web.kube.list_schema.ListSchema`, an answer up to
+:data:`WHOLE_PAGE` bytes (a page) is decoded whole by it instead, only as far as
+the fields the caller keeps; a longer answer, or one the schema cannot take, is
+read item by item as above.
 """
 
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from noe_core.util.safe_load import load_json_cut
+
+if TYPE_CHECKING:
+    from noe_web.kube.list_schema import ListSchema
 
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _KEEP = 1 << 16
 """Consumed text is dropped from the buffer once it is longer than this."""
+WHOLE_PAGE = 32 << 20
+"""The longest answer a schema decodes whole: a page of 500 large pods is a few MiB; a whole cluster's
+list (a watch cache that ignores ``limit``) is read item by item, never held."""
 
 
 class _Text:
@@ -110,8 +122,22 @@ class _Text:
                 raise ValueError("a Kubernetes list: the answer ends inside a value")
 
 
-def read_list(chunks: Iterable[bytes], on_item: Callable[[Any], None]) -> dict[str, Any]:
-    """Call ``on_item`` with each element of the answer's ``items``, in order; the other fields, whole."""
+def read_list(
+    chunks: Iterable[bytes],
+    on_item: Callable[[Any], None],
+    *,
+    schema: ListSchema | None = None,
+    whole_up_to: int = WHOLE_PAGE,
+) -> dict[str, Any]:
+    """Call ``on_item`` with each element of the answer's ``items``, in order; the other fields, whole.
+
+    With ``schema``, an answer of at most ``whole_up_to`` bytes is decoded by it (items as far as it
+    reads them; of the other fields, ``metadata``, ``kind`` and ``apiVersion``).
+    """
+    if schema is not None:
+        read, chunks = _by_schema(chunks, on_item, schema, whole_up_to)
+        if read is not None:
+            return read
     text = _Text(chunks)
     rest: dict[str, Any] = {}
     text.expect("{")
@@ -130,6 +156,30 @@ def read_list(chunks: Iterable[bytes], on_item: Callable[[Any], None]) -> dict[s
             rest[key] = text.value()
         if text.expect(",}") == "}":
             return rest
+
+
+def _by_schema(
+    chunks: Iterable[bytes], on_item: Callable[[Any], None], schema: ListSchema, whole_up_to: int
+) -> tuple[dict[str, Any] | None, Iterable[bytes]]:
+    """The answer decoded whole by ``schema`` (its other fields; the items handed on), or ``None`` and the
+    chunks to read item by item: those of an answer longer than ``whole_up_to``, or one the schema cannot take."""
+    stream = iter(chunks)
+    held: list[bytes] = []
+    size = 0
+    for chunk in stream:
+        held.append(chunk)
+        size += len(chunk)
+        if size > whole_up_to:
+            return None, itertools.chain(held, stream)  # too long to hold: item by item, from its start
+    data = b"".join(held)
+    del held
+    decoded = schema.decode(data)
+    if decoded is None:
+        return None, (data[i : i + _KEEP] for i in range(0, len(data), _KEEP))
+    rest, items = decoded
+    for item in items:
+        on_item(item)
+    return rest, ()
 
 
 def _items(text: _Text, on_item: Callable[[Any], None]) -> None:

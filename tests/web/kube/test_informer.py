@@ -3,6 +3,7 @@ which read each list is (watch cache, not older than, consistent, streamed); a r
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -15,12 +16,15 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from noe_core.testing import node
+from noe_web.controller.pod_fields import POD_LIST
+from noe_web.controller.podview import SharedParts, slim_pod
 from noe_web.kube.client import KubeClient
 from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.informer import BACKOFF_START, Informer, Key
 from tests.support.certs import CA, make_ca
 from tests.support.fake_cluster import FakeCluster, start_fake_cluster
 from tests.support.fake_kube_api import CACHE, CONSISTENT, CONTINUE, NOT_OLDER, STREAM, WATCH
+from tests.support.realistic_cluster import realistic_pods
 
 TOKEN = "informer-token"
 Change = tuple[Key, dict[str, Any] | None, dict[str, Any] | None]
@@ -247,6 +251,27 @@ def test_stop_ends_the_informer_thread(cluster: FakeCluster, tmp_path: Path) -> 
     thread.join(5)  # the next bookmark wakes it
     assert not thread.is_alive()
     running.kube.close()
+
+
+def test_pods_decoded_by_their_schema_are_cached_as_pods_decoded_whole(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    for pod in realistic_pods(1200, 30):  # three pages of 500
+        cluster.add("pods", pod)
+    view = functools.partial(slim_pod, shared=SharedParts())
+    taken: list[bool] = []
+
+    class Spy:
+        def decode(self, data: bytes) -> Any:
+            assert POD_LIST is not None
+            decoded = POD_LIST.decode(data)
+            taken.append(decoded is not None)
+            return decoded
+
+    typed, whole = run(slim=view, schema=Spy(), page_size=500), run(slim=view, page_size=500)
+    assert taken == [True, True, True]  # every page read by the schema
+    assert len(typed.informer) == len(whole.informer) == 1200
+    assert typed.informer.values() == whole.informer.values()
 
 
 # --- which read each list is ----------------------------------------------------------------------
