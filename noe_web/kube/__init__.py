@@ -9,6 +9,7 @@
 * :mod:`.pull_secrets` — a pod's ``imagePullSecrets`` → one keychain, problems as warnings
 * :mod:`.list_stream` — a list answer decoded item by item as it arrives, never held whole
 * :mod:`.list_schema` — a list page decoded by msgspec only as far as a cache keeps its items
+* :mod:`.collector` — the garbage collector paused while lists fill the caches, then their objects frozen
 * :mod:`.informer` — list-then-watch caches (streamed, watch-cache or consistent lists), relist in place on 410 Gone
 * :mod:`.learned_watch` — the ConfigMap ``noe-learned-platforms``, watched in every webhook worker
 * :mod:`.policy_watch` — the cluster's placement policies and Namespaces, watched in every webhook worker

@@ -45,11 +45,11 @@ arrives, and once the list is complete the objects it did not contain are
 dropped (reported deleted). A relist therefore holds no second copy of the
 cache, only the set of keys it has seen. ``on_change(key, old, new)`` is called
 for every change (``new`` is ``None`` on deletion) on the informer's own
-thread; an object that comes back unchanged is not a change. After each
-complete list the surviving objects are moved out of the garbage collector's
-generations (``gc.freeze``): they live as long as the cache, and a collector
-that scanned them at every full collection made decoding a large list three
-times slower. A page is decoded
+thread; an object that comes back unchanged is not a change. While a list runs
+the cyclic garbage collector is paused, and after it the surviving objects are
+moved out of the collector's generations (:mod:`noe_web.kube.collector`): they
+live as long as the cache, and a collector that scanned them at every full
+collection made decoding a large list three times slower. A page is decoded
 only as far as ``schema`` reads, when one is given (:mod:`noe_web.kube.list_schema`).
 
 The watch resumes from the last version seen (bookmarks move it forward on a
@@ -69,7 +69,6 @@ while it is being re-established — the age of the last good state.
 
 from __future__ import annotations
 
-import gc
 import logging
 import random
 import threading
@@ -78,6 +77,7 @@ from collections.abc import Callable
 from typing import Any
 
 from noe_web.kube.client import KubeClient
+from noe_web.kube.collector import COLLECTOR
 from noe_web.kube.errors import Gone, KubeError, NotFound, TooLargeResourceVersion
 from noe_web.kube.list_schema import ListSchema
 
@@ -147,6 +147,7 @@ class Informer:
         self.stream_refused = False
         """Whether the server refused the last streaming list (the next list is tried streamed again)."""
         self._version_unusable = False
+        self._pausing = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -193,7 +194,10 @@ class Informer:
         while not self._stop.is_set():
             try:
                 if need_list:
-                    complete, watched = self._sync()
+                    try:
+                        complete, watched = self._sync()
+                    finally:
+                        self._resume_collector()  # a list broken off half-way
                     need_list = not complete
                     if not watched:
                         continue  # a paged list: its watch comes next
@@ -324,8 +328,17 @@ class Informer:
         return listed
 
     def _begin(self) -> None:
+        if not self._pausing:
+            COLLECTOR.pause()  # the objects a list keeps hold no cycle: not walked again and again while it runs
+            self._pausing = True
         with self._lock:
             self._seen = set()
+
+    def _resume_collector(self) -> None:
+        """The list ended, complete or broken off: the collector runs again once no other list is under way."""
+        if self._pausing:
+            self._pausing = False
+            COLLECTOR.resume()
 
     def _take(self, obj: dict[str, Any]) -> None:
         """One object of a list: into the cache in place, and a change reported if it is one."""
@@ -355,7 +368,7 @@ class Informer:
             self._on_absent(False)
         for key, obj in gone:
             self._on_change(key, obj, None)
-        gc.freeze()  # the cache lives on: keep it out of every later full collection
+        self._resume_collector()  # and the cache frozen out of its generations (noe_web.kube.collector)
         self.synced.set()
 
     # --- watches ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from noe_core.testing import node
 from noe_web.controller.pod_fields import POD_LIST
 from noe_web.controller.podview import SharedParts, slim_pod
 from noe_web.kube.client import KubeClient
+from noe_web.kube.collector import COLLECTOR
 from noe_web.kube.config import load_kubeconfig
 from noe_web.kube.informer import BACKOFF_START, Informer, Key
 from tests.support.certs import CA, make_ca
@@ -253,6 +254,21 @@ def test_stop_ends_the_informer_thread(cluster: FakeCluster, tmp_path: Path) -> 
     running.kube.close()
 
 
+def test_a_list_that_fails_leaves_the_garbage_collector_running(cluster: FakeCluster, tmp_path: Path) -> None:
+    cluster.state.fail_with = 503  # every list fails at its first request: paused, then resumed each time
+    running = Running(cluster, tmp_path)
+    running.informer.start()
+    assert cluster.wait(lambda: running.reasons().count("error") >= 2, 10)
+    thread = running.informer._thread
+    assert thread is not None
+    running.informer.stop()
+    thread.join(10)
+    assert not thread.is_alive()
+    running.kube.close()
+    assert not running.informer._pausing  # its pause was given back each time (the collector is process-wide)
+    assert COLLECTOR.lists == 0 or any(t.name.startswith("noe-informer") for t in threading.enumerate())
+
+
 def test_pods_decoded_by_their_schema_are_cached_as_pods_decoded_whole(
     cluster: FakeCluster, run: Callable[..., Running]
 ) -> None:
@@ -272,6 +288,7 @@ def test_pods_decoded_by_their_schema_are_cached_as_pods_decoded_whole(
     assert taken == [True, True, True]  # every page read by the schema
     assert len(typed.informer) == len(whole.informer) == 1200
     assert typed.informer.values() == whole.informer.values()
+    assert not typed.informer._pausing and not whole.informer._pausing
 
 
 # --- which read each list is ----------------------------------------------------------------------
