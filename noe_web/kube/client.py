@@ -374,11 +374,13 @@ class KubeClient:
         *,
         timeout: float,
         on_open: Callable[[], None] = lambda: None,
+        schema: ListSchema | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The watch events of ``path`` (``watch=1`` added), one decoded object per line, until the server ends it.
 
         ``timeout`` bounds the wait for each line; an ``ERROR`` event carrying a
         410 Status raises :class:`Gone`. ``on_open`` is called once the server has accepted the watch.
+        With ``schema``, an event's item is decoded only as far as the caller keeps.
         """
         resp = self._request("GET", path, params={**params, "watch": "1"}, stream=True, timeout=timeout)
         on_open()
@@ -386,10 +388,12 @@ class KubeClient:
             for line in resp.iter_lines():
                 if not line:
                     continue
-                try:
-                    event = load_json_cut(line)
-                except ValueError as exc:
-                    raise Unavailable(f"watch {path}: a line is not JSON") from exc
+                event = schema.decode_event(line) if schema is not None else None
+                if event is None:
+                    try:
+                        event = load_json_cut(line)
+                    except ValueError as exc:
+                        raise Unavailable(f"watch {path}: a line is not JSON") from exc
                 if not isinstance(event, dict):
                     raise Unavailable(f"watch {path}: an event is not an object")
                 if event.get("type") == "ERROR":

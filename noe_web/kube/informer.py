@@ -127,7 +127,8 @@ class Informer:
     ) -> None:
         self.kube, self.path = kube, path
         self.schema = schema
-        """The fields ``slim`` reads, as a list page is decoded into them (:mod:`noe_web.kube.list_schema`)."""
+        """The fields ``slim`` reads, as list pages and watch events are decoded into them
+        (:mod:`noe_web.kube.list_schema`)."""
         self._slim, self._on_change, self._on_restart = slim, on_change, on_restart
         self.page_size, self.watch_seconds = page_size, watch_seconds
         self.absent_retry, self._on_absent = absent_retry, on_absent
@@ -386,7 +387,9 @@ class Informer:
         else:
             params["resourceVersion"] = self.resource_version
         try:
-            events = self.kube.watch(self.path, params, timeout=self.watch_seconds + 30, on_open=self._current)
+            events = self.kube.watch(
+                self.path, params, timeout=self.watch_seconds + 30, on_open=self._current, schema=self.schema
+            )
             for event in events:
                 if self._stop.is_set():
                     return not replacing

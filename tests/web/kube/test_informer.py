@@ -269,6 +269,25 @@ def test_a_list_that_fails_leaves_the_garbage_collector_running(cluster: FakeClu
     assert COLLECTOR.lists == 0 or any(t.name.startswith("noe-informer") for t in threading.enumerate())
 
 
+class Spy:
+    """The pod schema, saying whether it read each page or event it was given."""
+
+    def __init__(self, taken: list[bool]) -> None:
+        self.taken = taken
+
+    def decode(self, data: bytes) -> Any:
+        assert POD_LIST is not None
+        decoded = POD_LIST.decode(data)
+        self.taken.append(decoded is not None)
+        return decoded
+
+    def decode_event(self, line: bytes) -> Any:
+        assert POD_LIST is not None
+        decoded = POD_LIST.decode_event(line)
+        self.taken.append(decoded is not None)
+        return decoded
+
+
 def test_pods_decoded_by_their_schema_are_cached_as_pods_decoded_whole(
     cluster: FakeCluster, run: Callable[..., Running]
 ) -> None:
@@ -277,18 +296,31 @@ def test_pods_decoded_by_their_schema_are_cached_as_pods_decoded_whole(
     view = functools.partial(slim_pod, shared=SharedParts())
     taken: list[bool] = []
 
-    class Spy:
-        def decode(self, data: bytes) -> Any:
-            assert POD_LIST is not None
-            decoded = POD_LIST.decode(data)
-            taken.append(decoded is not None)
-            return decoded
-
-    typed, whole = run(slim=view, schema=Spy(), page_size=500), run(slim=view, page_size=500)
-    assert taken == [True, True, True]  # every page read by the schema
+    typed, whole = run(slim=view, schema=Spy(taken), page_size=500), run(slim=view, page_size=500)
+    assert taken[:3] == [True, True, True]  # every page read by the schema (then the watch's bookmarks, whole)
     assert len(typed.informer) == len(whole.informer) == 1200
     assert typed.informer.values() == whole.informer.values()
     assert not typed.informer._pausing and not whole.informer._pausing
+
+
+def test_streamed_pods_and_watch_events_decoded_by_their_schema_are_cached_as_decoded_whole(
+    cluster: FakeCluster, run: Callable[..., Running]
+) -> None:
+    cluster.state.watch_list = True
+    for pod in realistic_pods(300, 10):
+        cluster.add("pods", pod)
+    taken: list[bool] = []
+    view = functools.partial(slim_pod, shared=SharedParts())
+    typed, whole = run(slim=view, schema=Spy(taken), streaming=True), run(slim=view, streaming=True)
+    assert typed.informer.last_read == STREAM and len(typed.informer) == 300
+    assert taken.count(True) == 300  # every initial event through the schema; the closing bookmark whole
+    assert typed.informer.values() == whole.informer.values()
+    later = {**list(realistic_pods(301, 10))[300], "extra": {"deep": [1, {"x": 2}]}}
+    counts = len(typed.changes), len(whole.changes)
+    cluster.add("pods", later)
+    assert cluster.wait(lambda: typed.since(counts[0]) and whole.since(counts[1]), 5)
+    assert typed.since(counts[0]) == whole.since(counts[1])  # the watch's event too
+    assert taken.count(True) == 301
 
 
 # --- which read each list is ----------------------------------------------------------------------

@@ -122,3 +122,27 @@ def test_what_is_not_a_list_object_still_raises_value_error(body: bytes) -> None
 def test_without_msgspec_there_is_no_schema(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(list_schema_module, "msgspec", None)
     assert list_schema(Item) is None
+
+
+def test_a_watch_event_with_an_item_is_decoded_as_far_as_the_schema_reads() -> None:
+    assert ITEMS is not None
+    for kind in ("ADDED", "MODIFIED", "DELETED"):
+        line = json.dumps({"type": kind, "object": {"n": 1, "drop": [1], "part": {"keep": 2, "other": 3}}}).encode()
+        assert ITEMS.decode_event(line) == {"type": kind, "object": {"n": 1, "part": {"keep": 2}}}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type": "BOOKMARK", "object": {"n": 1, "metadata": {"annotations": {"k8s.io/initial-events-end": "true"}}}}',
+        b'{"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}',
+        b'{"type": "ADDED", "object": {"n": 1, "part": [1]}}',  # of another type than the schema walks
+        b'{"type": "ADDED", "object": null}',
+        b'{"object": {"n": 1}}',
+        b'{"type": "ADDED", "object": {"n": NaN}}',
+        b"not json",
+    ],
+)
+def test_any_other_watch_line_is_left_to_be_decoded_whole(line: bytes) -> None:
+    assert ITEMS is not None
+    assert ITEMS.decode_event(line) is None
