@@ -385,7 +385,7 @@ class KubeClient:
         resp = self._request("GET", path, params={**params, "watch": "1"}, stream=True, timeout=timeout)
         on_open()
         try:
-            for line in resp.iter_lines():
+            for line in resp.iter_lines(CHUNK):  # what has arrived, up to 64 KiB a read (requests reads 512 bytes)
                 if not line:
                     continue
                 event = schema.decode_event(line) if schema is not None else None
