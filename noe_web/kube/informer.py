@@ -276,6 +276,10 @@ class Informer:
             self._version_unusable = True
             count = self._list_pages("")
         self._version_unusable = False
+        self._listed(count, started)
+
+    def _listed(self, count: int, started: float) -> None:
+        """The log line of a complete list, paged or streamed."""
         log.info(
             "listed %s",
             self.path,
@@ -285,7 +289,7 @@ class Informer:
                     "path": self.path,
                     "objects": count,
                     "read": self.last_read,
-                    "paginated": self.paginated,
+                    "paginated": self.paginated and self.last_read != STREAM,
                     "seconds": round(time.monotonic() - started, 3),
                 }
             },
@@ -377,7 +381,7 @@ class Informer:
         """Watch until the server ends it; with ``initial``, a streaming list first (whose state is applied
         in place, as a paged list's). ``True`` when the state is complete (always, without ``initial``)."""
         params = {"allowWatchBookmarks": "true", "timeoutSeconds": str(self.watch_seconds)}
-        replacing = initial
+        replacing, started, streamed = initial, time.monotonic(), 0
         if initial:
             usable = not (self.consistent or self._version_unusable)
             params["resourceVersion"] = self.resource_version if usable else ""
@@ -404,12 +408,14 @@ class Informer:
                         replacing = False
                         self.stream_refused = False
                         self._end(version or self.resource_version, STREAM)
+                        self._listed(streamed, started)
                     elif not replacing:
                         self.resource_version = version or self.resource_version
                     continue
                 if replacing:
                     if kind == "ADDED":
                         self._take(obj)
+                        streamed += 1
                     continue
                 self._event(kind, obj, version)
         except Gone:

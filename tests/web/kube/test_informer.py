@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import threading
 import time
 import tracemalloc
@@ -304,8 +305,9 @@ def test_pods_decoded_by_their_schema_are_cached_as_pods_decoded_whole(
 
 
 def test_streamed_pods_and_watch_events_decoded_by_their_schema_are_cached_as_decoded_whole(
-    cluster: FakeCluster, run: Callable[..., Running]
+    cluster: FakeCluster, run: Callable[..., Running], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="noe.kube.informer")
     cluster.state.watch_list = True
     for pod in realistic_pods(300, 10):
         cluster.add("pods", pod)
@@ -315,6 +317,13 @@ def test_streamed_pods_and_watch_events_decoded_by_their_schema_are_cached_as_de
     assert typed.informer.last_read == STREAM and len(typed.informer) == 300
     assert taken.count(True) == 300  # every initial event through the schema; the closing bookmark whole
     assert typed.informer.values() == whole.informer.values()
+
+    def listed() -> list[tuple[str, int, bool]]:
+        found = [r.fields for r in caplog.records if getattr(r, "fields", {}).get("event") == "listed"]
+        return [(f["read"], f["objects"], f["paginated"]) for f in found]
+
+    assert cluster.wait(lambda: len(listed()) == 2, 5)  # written just after the cache is synced
+    assert listed() == [(STREAM, 300, False)] * 2  # a streamed list is logged as a paged one is
     later = {**list(realistic_pods(301, 10))[300], "extra": {"deep": [1, {"x": 2}]}}
     counts = len(typed.changes), len(whole.changes)
     cluster.add("pods", later)
