@@ -40,6 +40,7 @@ from noe_web.kube.config import load_kubeconfig
 from noe_web.metrics import Metrics
 from noe_web.webhook.admission import AdmissionService
 from noe_web.webhook.app import Services, create_app
+from tests.support.json_values import JSON_VALUES, TEXT
 
 pytestmark = pytest.mark.fuzz
 
@@ -49,14 +50,6 @@ FUZZ = settings(  # NOE_FUZZ_EXAMPLES=2000 for a longer hunt; CI keeps it to a m
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
-# text with control, bidi and astral characters
-TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
-SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | TEXT
-JSON_VALUES = st.recursive(
-    SCALARS,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(TEXT, children, max_size=4),
-    max_leaves=20,
-)
 IMAGE_TEXT = st.one_of(
     TEXT,
     st.from_regex(r"[a-z0-9.:/@_-]{1,60}", fullmatch=True),

@@ -14,17 +14,12 @@ from hypothesis import strategies as st
 from noe_web.controller.pod_fields import POD_LIST
 from noe_web.controller.podview import slim_pod
 from noe_web.kube.list_stream import read_list
+from tests.support.json_values import json_values
 from tests.support.realistic_cluster import realistic_pods
 
 assert POD_LIST is not None, "msgspec is installed with the test extras"
 
-TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
-SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | TEXT
-JSON_VALUES = st.recursive(
-    SCALARS,
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
-    max_leaves=12,
-)
+JSON_VALUES = json_values(max_text=12, max_size=3, max_leaves=12)
 CONTAINER = ("name", "image", "resources", "restartPolicy")
 STATE = ("state", "lastState")
 PHASES = ("waiting", "terminated")
