@@ -14,6 +14,7 @@ client (:mod:`noe_web.kube.client`), never Flask or gunicorn.
 * :mod:`.command` — flags → ``ControllerConfig``, start-up, SIGTERM
 * :mod:`.flags` — the controller's own flags (leader election, eviction back-off, gate timeout, dry run)
 * :mod:`.podview` — what is kept of a Pod or Node: readiness, owners, ``deletionTimestamp``, exec errors
+* :mod:`.misplaced` — whether a bound pod's images run on its node, judged once per distinct inputs
 * :mod:`.pod_fields` — the fields of a Pod ``slim_pod`` reads: the schema a page of pods is decoded into
 * :mod:`.workqueue` — a de-duplicating work queue of pod keys with delayed retries
 * :mod:`.background` — ``Background``: a pass on its own daemon thread, every interval or when woken

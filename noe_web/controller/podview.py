@@ -327,7 +327,12 @@ class ContainerState:
 
 def containers(pod: Mapping[str, Any]) -> Iterator[ContainerState]:
     """Each container's state: crash-looping, and whether a current or last state message says it."""
-    for cs in pod["status"]["containerStatuses"]:
+    return container_states(pod["status"]["containerStatuses"])
+
+
+def container_states(statuses: list[dict[str, Any]]) -> Iterator[ContainerState]:
+    """:func:`containers` of a pod's kept ``containerStatuses`` (a part its replicas share)."""
+    for cs in statuses:
         texts = [
             part.get("message", "")
             for state in (cs["state"], cs["lastState"])
