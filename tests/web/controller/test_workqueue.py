@@ -146,3 +146,63 @@ def test_many_workers_never_hold_one_key_together_and_lose_no_change() -> None:
     assert overlaps == []
     assert set(handled) == set(range(10))  # every key handled after its last add
     assert sum(handled.values()) < 2000  # adds while queued were merged
+
+
+def test_take_hands_out_a_share_of_the_backlog_in_order_and_never_a_held_key() -> None:
+    queue: WorkQueue[int] = WorkQueue()
+    for key in range(100):
+        queue.add(key)
+    first = queue.take(share=4, limit=64, timeout=0.1)
+    assert first == list(range(25))  # a quarter of 100: the other workers keep the rest
+    second = queue.take(share=4, limit=64, timeout=0.1)
+    assert second == list(range(25, 43))  # a quarter of the 75 left
+    assert queue.take(share=1, limit=10, timeout=0.1) == list(range(43, 53))  # at most the limit
+    queue.add(3)  # changed while a worker holds it: handed out again once that worker is done
+    rest = queue.take(share=1, limit=1000, timeout=0.1)
+    assert rest == list(range(53, 100))
+    assert queue.take(share=1, limit=1000, timeout=0.1) == []
+    queue.done(*first)
+    assert queue.take(share=4, limit=64, timeout=0.1) == [3]  # a backlog of one is still handed out
+    queue.done(3, *second, *range(43, 53), *rest)
+    assert queue.pending() == 0
+
+
+def test_drained_keys_leave_nothing_behind_and_come_out_first_added_first() -> None:
+    queue: WorkQueue[int] = WorkQueue()
+    out: list[int] = []
+    for round_ in range(3):
+        for key in range(round_ * 5000, round_ * 5000 + 5000):
+            queue.add(key)
+        while keys := queue.take(share=1, limit=64, timeout=0.01):
+            out.extend(keys)
+            queue.done(*keys)
+    assert out == list(range(15000))
+    assert len(queue) == 0 and queue.pending() == 0
+
+
+def test_four_workers_taking_turns_each_key_examined_once_and_a_change_meanwhile_once_more() -> None:
+    queue: WorkQueue[int] = WorkQueue()
+    for key in range(2000):
+        queue.add(key)
+    seen: Counter[int] = Counter()
+    lock = threading.Lock()
+    readded = threading.Event()
+
+    def work() -> None:
+        while keys := queue.take(share=4, limit=64, timeout=0.2):
+            with lock:
+                seen.update(keys)
+                if 1000 in keys and not readded.is_set():
+                    readded.set()
+                    queue.add(1000)  # a change while it is held
+            queue.done(*keys)
+
+    workers = [threading.Thread(target=work) for _ in range(4)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(10)
+    assert readded.is_set()
+    assert seen[1000] == 2
+    assert all(seen[key] == 1 for key in range(2000) if key != 1000)
+    assert queue.pending() == 0
