@@ -10,7 +10,8 @@ For each pod that changed (and every pod when this process becomes leader):
   architecture;
 * a pod bound to a node whose architecture or OS is not offered by every image
   that could be inspected is *misplaced* (:func:`noe_core.compatibility.unsupported_images`
-  on the lookups of the one placement pipeline, :mod:`noe_core.pipeline`: the
+  on the lookups of the one placement pipeline, :mod:`noe_core.pipeline`, judged once per distinct
+  inputs by :class:`~.misplaced.MisplacedCheck`: the
   registry's answers, the platforms the pod's placement policies declare and
   the architectures ``exec format error`` disproved, as the webhook read them;
   a policy's schedulable narrowing, preferences and rollout groups never make
@@ -45,13 +46,13 @@ from typing import Any
 from noe_core.errors import InvalidObject
 from noe_core.k8s.object_meta import read_object_meta
 from noe_core.k8s.workload import POD, read_workload
-from noe_core.placement.compatibility import unsupported_images
 from noe_core.placement.decider import Decider
 from noe_web.controller.actions import Actions, EvictOutcome, pod_path
 from noe_web.controller.eviction_record import EvictionKey
 from noe_web.controller.gates import GateFinisher, created_at
 from noe_web.controller.learning import Learning
 from noe_web.controller.metrics import ControllerMetrics
+from noe_web.controller.misplaced import MisplacedCheck
 from noe_web.controller.pod_fields import POD_LIST
 from noe_web.controller.podview import (
     EXEC_FORMAT_ERROR,
@@ -83,6 +84,10 @@ BUDGET_RETRY_START, BUDGET_RETRY_CAP = 1.0, 300.0
 BACKOFF_SLACK = 0.05
 """Look again this long after a back-off ends (the clocks of the limiter and the queue are read apart)."""
 DAEMON_SET = "DaemonSet"
+TURN = 64
+BACKLOG = 2048
+"""Most pods the full pass keeps queued ahead of the workers."""
+"""Most pods a worker takes from the queue at a time (:meth:`~.workqueue.WorkQueue.take`)."""
 
 
 class Remembered:
@@ -154,6 +159,7 @@ class Controller:
             streaming=True,
         )
         self.queue: WorkQueue[Key] = WorkQueue()
+        self.misplaced = MisplacedCheck(decider, levels=s.x86_64_levels)
         self._said = Remembered()
         self._logs_read = Remembered()
         self.unsatisfiable = UnsatisfiableCheck(
@@ -215,9 +221,12 @@ class Controller:
         started = time.monotonic()
         keys = self.pods.key_list()
         covered = self._covered or set()
-        for key in keys:
+        for index, key in enumerate(keys, 1):
             if key not in covered:
                 self.queue.add(key)
+            if index % BACKLOG == 0:  # fed as the workers take them: the queue never holds every pod at once
+                while self.queue.pending() > BACKLOG and not self._stop.wait(0.005):
+                    pass
         self._covered = None
         del covered
         while not self._stop.wait(0.05):
@@ -246,7 +255,8 @@ class Controller:
     def _pod_changed(self, key: Key, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None and self.rollouts is not None:
             self.rollouts.forget(key)
-        if new is not None and self.actions.is_leader():
+        if new is not None and self.actions.is_leader() and self.pods.synced.is_set():
+            # (the pods of the first list are queued by the leader's full pass right after it)
             self.queue.add(key)
             covered = self._covered
             if covered is not None:
@@ -264,22 +274,42 @@ class Controller:
 
     # --- workers ---------------------------------------------------------------------------------
     def _work(self) -> None:
+        if not self._caches_synced():
+            return
         while not self._stop.is_set():
-            key = self.queue.get(timeout=0.5)
-            if key is None:
+            keys = self.queue.take(share=self.settings.workers, limit=TURN, timeout=0.5)
+            if not keys:
                 if not self.queue.pending():
                     self.idle.set()
                 continue
             self.idle.clear()
             try:
-                if self.actions.is_leader():
-                    retry = self.examine(key)
-                    if retry is not None:
-                        self.queue.add(key, retry)
-            except Exception:  # one pod must never stop the worker
-                log.exception("examining pod %s/%s failed", *key)
+                for key in keys:
+                    if self._stop.is_set():
+                        break
+                    self._examine_one(key)
             finally:
-                self.queue.done(key)
+                self.queue.done(*keys)
+
+    def _examine_one(self, key: Key) -> None:
+        try:
+            if self.actions.is_leader():
+                retry = self.examine(key)
+                if retry is not None:
+                    self.queue.add(key, retry)
+        except Exception:  # one pod must never stop the worker
+            log.exception("examining pod %s/%s failed", *key)
+
+    def _caches_synced(self) -> bool:
+        """Wait until the nodes and pods are listed (``False``: stopped first), as client-go's controllers
+        wait for their caches: a pod examined against a half-listed cache of nodes would be judged on no
+        node, and the full pass skips what was examined; and workers running while the pods are listed
+        only take the interpreter from the list, which then waits for it after each read."""
+        for synced in (self.nodes.synced, self.pods.synced):
+            while not synced.wait(0.5):
+                if self._stop.is_set():
+                    return False
+        return not self._stop.is_set()
 
     def _gauges(self) -> None:
         while not self._stop.wait(2.0):
@@ -310,6 +340,11 @@ class Controller:
         # a Pending pod noe placed that no node can take (NoMatchingNode); a bound or gated one is forgotten
         self.unsatisfiable.observe(key, pod if not node_name else None)
         if node is None:
+            if self.rollouts is not None:
+                self.rollouts.observe(key, pod)
+            return None
+        if self.misplaced.fine(pod, namespace, self.misplaced.platform(node)):
+            # the common case, judged once per workload and node platform: nothing to say, nothing to evict
             if self.rollouts is not None:
                 self.rollouts.observe(key, pod)
             return None
@@ -359,10 +394,7 @@ class Controller:
             return None
         # the pipeline every path calls: the platforms the webhook's decision read (registry, the pod's
         # policies' declarations, learned architectures); narrowing, preferences and rollouts move no running pod
-        decision = self.decider.decide(workload, namespace, stage="running")
-        bad = unsupported_images(
-            workload.images, decision.lookups, node=node_platform(node), levels=self.settings.x86_64_levels
-        )
+        bad = self.misplaced.unsupported(workload, namespace, self.misplaced.platform(node))
         if not bad:
             return None
         what = "; ".join(f"{b.image} offers {', '.join(b.offered)}" for b in bad)

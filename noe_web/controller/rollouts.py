@@ -144,6 +144,8 @@ class Rollouts:
     def observe(self, key: Key, pod: Mapping[str, Any], *, exec_format_error: bool = False) -> bool:
         """Take a pod's current state; ``True`` when it is a cohort pod this component looks after."""
         member = self._member(key, pod, exec_format_error)
+        if member is None and key not in self._members:
+            return False  # most pods, and nothing to forget: no lock taken from the other workers
         verdict: tuple[Member, Verdict] | None = None
         with self._lock:
             self._forget(key)

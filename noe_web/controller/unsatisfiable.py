@@ -57,6 +57,8 @@ class UnsatisfiableCheck:
     def observe(self, key: Key, pod: Mapping[str, Any] | None) -> NodeFit | None:
         """Look at an unbound pod (``None``: it is gone or bound); the node fit when none is left for it."""
         found = self._judge(key, pod) if pod is not None else None
+        if found is None and key not in self._waiting:
+            return None  # most pods, and nothing to forget: no lock taken from the other workers
         with self._lock:
             if found is None:
                 self._waiting.discard(key)

@@ -159,8 +159,8 @@ class Informer:
         self._stop.set()
 
     def get(self, key: Key) -> dict[str, Any] | None:
-        with self._lock:
-            return self._items.get(key)
+        # one read of a dict is atomic: no lock, which workers examining pods would contend for on every pod
+        return self._items.get(key)
 
     def key_list(self) -> list[Key]:
         with self._lock:

@@ -39,7 +39,7 @@ from noe_web.webhook.admission import AdmissionService
 from tests.support.certs import CA, make_ca
 from tests.support.cli import run_cli
 from tests.support.controller import Controllers, settle, spawn_controller
-from tests.support.fake_cluster import FakeCluster, owned_by, ready, start_fake_cluster
+from tests.support.fake_cluster import ClusterHandler, FakeCluster, owned_by, ready, start_fake_cluster
 from tests.support.images import PushedImage, push_docker_single, push_oci_single
 from tests.support.noe_serve import apply, post_review, start_noe
 from tests.support.paths import ROOT
@@ -122,6 +122,40 @@ def test_owned_not_ready_pod_on_wrong_arch_is_evicted_exactly_once(
     assert [e["involvedObject"]["name"] for e in events] == [evicted]
     assert "evicted through the Eviction API" in events[0]["message"] and "arm64" in events[0]["message"]
     no_direct_delete(cluster)
+
+
+def test_a_pod_listed_before_its_node_is_still_judged_on_that_node(
+    cluster: FakeCluster,
+    run_controller: Callable[..., Running],
+    pushed_images: dict[str, PushedImage],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first page of pods comes, then the nodes, then the last page: a pod examined as its page came would
+    be judged on no node, its node's arrival would not bring it back (the pods are not all listed yet), and
+    the full pass would skip it as examined. Workers wait for both caches, as client-go's controllers do."""
+    list_or_watch = ClusterHandler._list_or_watch
+    started = time.monotonic()
+
+    def slow(self: ClusterHandler, kind: str, query: dict[str, str], namespace: str = "") -> None:
+        if query.get("watch") not in ("1", "true") and time.monotonic() - started < 10:
+            if kind == "nodes":
+                time.sleep(1.0)
+            elif kind == "pods" and query.get("continue"):
+                time.sleep(2.5)
+        list_or_watch(self, kind, query, namespace)
+
+    monkeypatch.setattr(ClusterHandler, "_list_or_watch", slow)
+    multi = pushed_images["docker-manifest-list"].reference
+    cluster.add("pods", a_pod("api-5d8f-a", [pushed_images["oci-single-amd64"].reference]))  # on the first page
+    for index in range(600):  # two pages
+        cluster.add("pods", a_pod(f"fine-{index:04d}", [multi], is_ready=True))
+    running = run_controller()
+    assert cluster.wait(running.controller.nodes.synced.is_set, 15)
+    assert not running.controller.pods.synced.is_set()  # the nodes came between the pages
+    assert cluster.wait(lambda: cluster.state.evicted, 15), "the misplaced pod was never judged"
+    assert cluster.state.evicted == [("apps", "api-5d8f-a")]
+    settle(cluster, running)
+    assert running.controller.examined == 601
 
 
 def test_ready_bare_and_daemonset_pods_are_not_evicted(
@@ -361,7 +395,7 @@ def test_a_fresh_leader_examines_each_pod_once_and_spares_etcd_its_first_list(
     running = run_controller()
     settle(cluster, running)
     assert cluster.wait(lambda: running.controller.reconciles == 1, 15), "no full reconcile"
-    # the informer queues pods as it lists them and the new leader's full pass skips those: each pod once
+    # the new leader's full pass queues the listed pods, the informer only those that change after: each once
     assert running.controller.examined == 1200
     pod_reads = [(r.kind, r.status) for r in cluster.api.reads("pods")]
     if watch_list:
