@@ -27,10 +27,12 @@ half-written one (a dict item is set whole).
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from noe_core.errors import InvalidObject
 from noe_core.image.node_platform import NodePlatform
+from noe_core.k8s.object_meta import read_object_meta
 from noe_core.k8s.workload import POD, Workload, read_workload
 from noe_core.placement.compatibility import Unsupported, unsupported_images
 from noe_core.placement.decider import Decider
@@ -120,11 +122,19 @@ class MisplacedCheck:
         """
         spec = pod["spec"]
         labels = pod["metadata"].get("labels")
-        key = (namespace, id(labels), *((field, id(value)) for field, value in spec.items() if field != "nodeName"))
+        parts: list[Hashable] = [namespace, id(labels)]
+        for field, value in spec.items():
+            if field != "nodeName":
+                parts += (field, id(value))
+        key = tuple(parts)
         kept = self._workloads.items.get(key)
         if kept is None:
+            workload: Workload | None
             try:
-                workload: Workload | None = read_workload(pod, POD)
+                meta = read_object_meta(pod)
+                if type(labels) is dict:  # its labels are valid (read): kept as the pods share them, not copied
+                    meta = replace(meta, labels=labels)
+                workload = read_workload(pod, POD, meta=meta)
             except InvalidObject:
                 workload = None
             # the labels and spec values whose ids the key holds, kept alive with it

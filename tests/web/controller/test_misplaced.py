@@ -29,7 +29,7 @@ from noe_core.registry.lookup_service import LookupService
 from noe_core.util.deadline import Deadline
 from noe_web.controller.misplaced import MisplacedCheck
 from noe_web.controller.podview import SharedParts, slim_node, slim_pod
-from tests.core.placement.test_pipeline import (
+from tests.support.placement_cases import (
     NAMESPACES,
     NODES,
     SERVICE,
