@@ -38,8 +38,12 @@ from noe_core.placement.compatibility import Unsupported, unsupported_images
 from noe_core.placement.decider import Decider
 from noe_web.controller.podview import container_states, node_platform
 
-LIMIT = 50_000
-"""Entries per memory; past it a memory starts again (a cluster has a few thousand distinct workloads)."""
+LIMIT = 16_384
+"""Entries per memory; past it a memory starts again."""
+TEMPLATES = 4_096
+"""Remembered Workloads (about 1 KB each): a cluster's replicas are examined workload by workload (the full
+pass goes in list order), so a few thousand are enough; pods that share nothing (a StatefulSet's pods carry
+their own name as a label) cost a read each, as without the memory, and hold no more than these."""
 
 
 class _Memory:
@@ -58,9 +62,11 @@ class _Memory:
 class MisplacedCheck:
     """The images of a bound pod with no build for its node, as the one pipeline reads them."""
 
-    def __init__(self, decider: Decider, *, levels: bool = False, limit: int = LIMIT) -> None:
+    def __init__(
+        self, decider: Decider, *, levels: bool = False, limit: int = LIMIT, templates: int = TEMPLATES
+    ) -> None:
         self.decider, self.levels = decider, levels
-        self._workloads, self._verdicts, self._statuses = _Memory(limit), _Memory(limit), _Memory(limit)
+        self._workloads, self._verdicts, self._statuses = _Memory(templates), _Memory(limit), _Memory(limit)
         self._nodes = _Memory(limit)
         self.judged = 0
         """Verdicts worked out (not remembered): what a test counts."""

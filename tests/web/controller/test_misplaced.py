@@ -170,3 +170,19 @@ def test_an_unreadable_pod_is_left_to_the_full_examination() -> None:
     pod = replicas(1)[0]
     broken = {**pod, "spec": {**pod["spec"], "containers": [{"name": "c0", "image": 7}]}}
     assert not check.fine(broken, "shop", check.platform(SLIM_NODES[0]))
+
+
+def test_pods_that_share_nothing_are_judged_right_and_hold_no_more_than_the_bound() -> None:
+    """A StatefulSet's pods carry their own name as a label: no two share a remembered Workload."""
+    resolver = SwappableResolver({"shop/web:1": ImagePlatforms.of("linux/amd64")})
+    check = MisplacedCheck(Decider(FLAGS, LookupService(resolver=resolver)), templates=8)
+    shared = SharedParts()
+    verdicts = []
+    for index in range(50):
+        pod = replicas(1)[0]
+        unique = {**pod["metadata"], "labels": {"statefulset.kubernetes.io/pod-name": f"db-{index}"}}
+        pod = slim_pod({**pod, "metadata": unique}, shared=shared)
+        verdicts.append(check.fine(pod, "shop", check.platform(SLIM_NODES[index % 2])))
+        assert len(check._workloads.items) <= 8
+    assert verdicts == [True, False] * 25
+    assert check.judged == 2  # the verdicts are still shared: the same lookups, two node platforms
