@@ -26,6 +26,7 @@ not lower-cased (distribution does not either); IPv6 hosts go in brackets
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -177,6 +178,24 @@ def parse_reference(text: str) -> Reference:
     """
     if not isinstance(text, str):
         raise InvalidReference(repr(text), "an image reference must be a string")
+    if len(text) <= REMEMBERED_LENGTH:
+        return _remembered(text)
+    return _parse(text)
+
+
+REMEMBERED = 4096
+"""References parsed once and remembered (an explicit cache, per process): every lookup of an image parses it,
+and the controller looks up each pod's images, the same few hundred for a cluster's pods."""
+REMEMBERED_LENGTH = 512
+"""Longer texts are parsed each time, so the cache's size stays bounded (a reference that fails is never kept)."""
+
+
+@functools.lru_cache(maxsize=REMEMBERED)
+def _remembered(text: str) -> Reference:
+    return _parse(text)
+
+
+def _parse(text: str) -> Reference:
     if not text:
         raise InvalidReference(text, "empty image reference")
     if _WHITESPACE.search(text):

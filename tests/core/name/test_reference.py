@@ -266,3 +266,12 @@ def test_arbitrary_text_raises_only_invalid_reference(text: str) -> None:
     except InvalidReference:
         return
     assert parse_reference(str(ref)) == ref
+
+
+def test_a_reference_is_parsed_once_and_a_bad_one_refused_every_time() -> None:
+    first = parse_reference("registry.example.com/team/app:v1.2")
+    assert parse_reference("registry.example.com/team/app:v1.2") is first  # remembered: the same value
+    for text in ("Registry.Example/UPPER:v1", "r.example.com/" + "a/" * 300 + "x:v1"):
+        for _ in range(2):  # never remembered as good
+            with pytest.raises(InvalidReference):
+                parse_reference(text)
