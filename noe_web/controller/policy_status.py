@@ -7,7 +7,8 @@ of its current generation gets it written (a merge patch of the status
 subresource: ``Accepted=True`` reason ``Valid``, or ``Accepted=False`` with the
 CamelCase reason and a message naming the field and value, the words
 ``noe policy check`` prints). Nothing is written when the status already says
-it, so the controller's own write, coming back through the watch, costs nothing.
+it, so the controller's own write, coming back through the watch, costs nothing; and a pass that runs
+before that write has come back (another policy changed meanwhile) does not write it a second time.
 
 The ``noe_controller_placement_policies{state}`` gauge counts the policies by
 state (``accepted``, ``invalid``) in every replica.
@@ -19,13 +20,13 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from noe_core.policies.objects import PLURALS
+from noe_core.policies.objects import PLURALS, PolicyRef
 from noe_core.policies.status import status_of, up_to_date
 from noe_web.controller.actions import Actions, NotLeader
 from noe_web.controller.background import Background
 from noe_web.controller.metrics import ControllerMetrics
 from noe_web.kube.errors import KubeError, NotFound
-from noe_web.kube.policy_watch import PolicyWatch
+from noe_web.kube.policy_watch import Judged, PolicyWatch
 
 log = logging.getLogger("noe.controller.policies")
 
@@ -52,6 +53,9 @@ class PolicyStatusWriter:
         self.watch, self.actions, self.metrics = watch, actions, metrics
         self.resync, self._clock = resync, clock
         self._said_dry: set[tuple[str, int, str]] = set()
+        self._sent: dict[PolicyRef, Judged] = {}
+        """The policy as seen when its status was last written: until the watch brings a newer one (this
+        write coming back, or anyone's change), a pass that sees the same is not a reason to write again."""
         self.writes = 0
         self._loop = Background(
             "noe-policy-status",
@@ -88,9 +92,10 @@ class PolicyStatusWriter:
         if not self.actions.is_leader():
             return True
         complete = True
+        self._sent = {item.ref: item for item in judged if self._sent.get(item.ref) is item}
         for item in judged:
             ref, verdict = item.ref, item.verdict
-            if up_to_date(verdict, ref.generation, item.status):
+            if up_to_date(verdict, ref.generation, item.status) or self._sent.get(ref) is item:
                 continue
             said = (str(ref), ref.generation, verdict.reason)
             if self.actions.dry_run and said in self._said_dry:
@@ -102,6 +107,7 @@ class PolicyStatusWriter:
             try:
                 if self.actions.policy_status(PLURALS[ref.kind], ref.namespace, ref.name, owned):
                     self.writes += 1
+                    self._sent[ref] = item
                 else:
                     self._said_dry.add(said)
             except NotFound:
