@@ -85,9 +85,9 @@ BACKOFF_SLACK = 0.05
 """Look again this long after a back-off ends (the clocks of the limiter and the queue are read apart)."""
 DAEMON_SET = "DaemonSet"
 TURN = 64
+"""Most pods a worker takes from the queue at a time (:meth:`~.workqueue.WorkQueue.take`)."""
 BACKLOG = 2048
 """Most pods the full pass keeps queued ahead of the workers."""
-"""Most pods a worker takes from the queue at a time (:meth:`~.workqueue.WorkQueue.take`)."""
 
 
 class Remembered:
